@@ -1,0 +1,1 @@
+"""redisq: Redis storage for varmq."""

@@ -1,0 +1,1 @@
+"""sqliteq: SQLite storage for varmq."""

@@ -1,0 +1,1 @@
+"""varmq: a job-queue worker framework."""

@@ -1,0 +1,215 @@
+"""The storage contract: what a queue must offer for a worker to take jobs from it.
+
+This is the one page an adapter author reads. Every interface is a ``typing.Protocol``
+checked structurally at runtime (``isinstance(q, IPersistentQueue)``), so an adapter never
+imports varmq: it only needs methods of the same shape. ``redisq`` and ``sqliteq`` are written
+that way, and so is the reference storage in ``varmq.testing``.
+
+What the worker stores
+    Persistent and distributed queues receive each job as ``bytes``: a JSON object whose first
+    three fields are ``{"id": <str>, "status": "Created", "data": <payload>}``. More fields may
+    follow. The adapter stores the bytes as it got them and hands the same bytes back; it never
+    needs to parse them.
+
+What a take means
+    ``dequeue_with_ack_id`` (and the batch variants) hands a job out together with an *ack id*.
+    The ack id is a lease token: unique per delivery, never reused. Until it is acknowledged, the
+    job is in flight: not counted by ``len()``, not handed to anyone else. When the adapter
+    implements :class:`ILeaseExtendable`, the lease expires ``lease_seconds`` after the take
+    unless extended; an expired job becomes available again (same priority, same place in
+    line) and a later ``acknowledge`` or ``extend_lease`` with the stale token returns ``False``.
+    Taking and recording the lease must be one atomic step: a crash between the two must not
+    lose the job.
+
+Which methods the worker calls
+    - take: ``dequeue_batch_with_attempts(n)`` if offered, else ``dequeue_batch_with_ack_ids(n)``,
+      else ``dequeue_with_ack_id()`` once per free slot;
+    - finish: ``acknowledge_many(ack_ids)`` if offered (one round trip for several finished jobs),
+      else ``acknowledge(ack_id)`` per job;
+    - while a job runs: ``extend_lease(ack_id)`` well before ``lease_seconds`` elapse;
+    - add: ``enqueue_dedup(item, job_id, priority)`` when the caller gave a job id and the queue
+      offers it, else ``enqueue``;
+    - ``__len__`` for ``len(handle)``, ``num_pending`` and the length-based strategies, and
+      ``subscribe`` once, when a distributed queue is bound.
+
+Every method may be called from any thread. A storage error should make the method return
+its "nothing" value (``False``, ``None``, ``[]``) or raise; the worker handles both, backs off,
+and reports the error once per back-off step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "IAcknowledgeable",
+    "IBaseQueue",
+    "IBatchAcknowledgeable",
+    "ICapacitySetter",
+    "ICountedDelivery",
+    "IDedupQueue",
+    "IDistributedPriorityQueue",
+    "IDistributedQueue",
+    "ILeaseExtendable",
+    "IMultiAcknowledgeable",
+    "IPersistentPriorityQueue",
+    "IPersistentQueue",
+    "IPriorityQueue",
+    "IQueue",
+    "ISubscribable",
+]
+
+
+@runtime_checkable
+class IBaseQueue(Protocol):
+    """What every queue offers, in memory or in storage."""
+
+    def __len__(self) -> int:
+        """Jobs available to take now (not in flight, not delayed)."""
+        ...
+
+    def dequeue(self) -> Any | None:
+        """Take one job without a lease; ``None`` when there is nothing to take."""
+        ...
+
+    def values(self) -> list[Any]:
+        """A snapshot of the jobs waiting, in the order they would be taken."""
+        ...
+
+    def purge(self) -> None:
+        """Remove every waiting job."""
+        ...
+
+    def close(self) -> None:
+        """Refuse further enqueues. Jobs already stored stay."""
+        ...
+
+
+@runtime_checkable
+class IQueue(IBaseQueue, Protocol):
+    """A FIFO queue."""
+
+    def enqueue(self, item: Any) -> bool:
+        """Store ``item`` last in line; ``False`` when refused (closed, full, storage error)."""
+        ...
+
+
+@runtime_checkable
+class IPriorityQueue(IBaseQueue, Protocol):
+    """A priority queue: lower numbers first, first in first out among equal priorities."""
+
+    def enqueue(self, item: Any, priority: int) -> bool:
+        """Store ``item`` with ``priority``; ``False`` when refused."""
+        ...
+
+
+@runtime_checkable
+class IAcknowledgeable(Protocol):
+    """Takes with an ack id, and acknowledgement once the job is done."""
+
+    def dequeue_with_ack_id(self) -> tuple[Any, str] | None:
+        """Take one job and lease it; ``None`` when there is nothing to take."""
+        ...
+
+    def acknowledge(self, ack_id: str) -> bool:
+        """Forget the job leased under ``ack_id``; ``False`` if the id is unknown or expired."""
+        ...
+
+
+@runtime_checkable
+class IPersistentQueue(IQueue, IAcknowledgeable, Protocol):
+    """A FIFO queue in storage that survives the process."""
+
+
+@runtime_checkable
+class IPersistentPriorityQueue(IPriorityQueue, IAcknowledgeable, Protocol):
+    """A priority queue in storage that survives the process."""
+
+
+@runtime_checkable
+class ISubscribable(Protocol):
+    """Storage that tells subscribers when any process added a job."""
+
+    def subscribe(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback("enqueued")`` whenever a job is added, by any process.
+
+        Delivery may be lossy (Redis pub/sub is); the worker also polls.
+        """
+        ...
+
+
+@runtime_checkable
+class IDistributedQueue(IPersistentQueue, ISubscribable, Protocol):
+    """A persistent FIFO queue shared by consumers in several processes."""
+
+
+@runtime_checkable
+class IDistributedPriorityQueue(IPersistentPriorityQueue, ISubscribable, Protocol):
+    """A persistent priority queue shared by consumers in several processes."""
+
+
+@runtime_checkable
+class ICapacitySetter(Protocol):
+    """Storage that can enforce a capacity itself."""
+
+    def set_capacity(self, capacity: int) -> None:
+        """Refuse enqueues once ``capacity`` jobs wait (0: unlimited)."""
+        ...
+
+
+@runtime_checkable
+class IBatchAcknowledgeable(Protocol):
+    """Several takes in one step."""
+
+    def dequeue_batch_with_ack_ids(self, n: int) -> list[tuple[Any, str]]:
+        """Take and lease up to ``n`` jobs atomically, each with its own ack id."""
+        ...
+
+
+@runtime_checkable
+class ICountedDelivery(Protocol):
+    """Batch takes that also say how often each job was handed out."""
+
+    def dequeue_batch_with_attempts(self, n: int) -> list[tuple[Any, str, int]]:
+        """Like ``dequeue_batch_with_ack_ids``; the third element is the delivery count.
+
+        1 for a first delivery, 2 after one expired lease, and so on.
+        """
+        ...
+
+
+@runtime_checkable
+class IMultiAcknowledgeable(Protocol):
+    """Several acknowledgements in one step."""
+
+    def acknowledge_many(self, ack_ids: Sequence[str]) -> list[bool]:
+        """Acknowledge each id; one result per id, in order, as ``acknowledge`` would give."""
+        ...
+
+
+@runtime_checkable
+class IDedupQueue(Protocol):
+    """Enqueue that stores a job id at most once while it is still stored."""
+
+    def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
+        """Store ``item`` unless a job with ``job_id`` is stored (waiting or in flight).
+
+        Returns ``True`` in both cases (the job is there); ``False`` only when refused.
+        ``priority`` is ``None`` for FIFO queues.
+        """
+        ...
+
+
+@runtime_checkable
+class ILeaseExtendable(Protocol):
+    """Leases that expire unless the worker renews them."""
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a lease lasts after a take or an extension."""
+        ...
+
+    def extend_lease(self, ack_id: str) -> bool:
+        """Restart the lease of ``ack_id``; ``False`` when it was lost (expired, taken over)."""
+        ...

@@ -1,0 +1,1 @@
+"""Test support for adapter authors: a reference storage and the conformance suite."""
