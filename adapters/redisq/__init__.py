@@ -1,1 +1,22 @@
-"""redisq: Redis storage for varmq."""
+"""redisq: Redis storage for varmq.
+
+``redisq.new(url_or_client)`` returns :class:`Queues`, which opens FIFO, priority and
+distributed queues. They implement the varmq storage protocols structurally (this package does
+not import varmq): leased takes with fencing ack ids, batch takes and acks, dedup by job id,
+lease renewal, and "enqueued" notifications for distributed queues. All Redis logic is in
+``queue.lua``; key names are built in :mod:`redisq.keys`; everything works on Redis Cluster.
+"""
+
+from redisq.distributed import DistributedPriorityQueue, DistributedQueue
+from redisq.queue import PriorityQueue, Queue
+from redisq.queues import QueueKindError, Queues, new
+
+__all__ = [
+    "DistributedPriorityQueue",
+    "DistributedQueue",
+    "PriorityQueue",
+    "Queue",
+    "QueueKindError",
+    "Queues",
+    "new",
+]

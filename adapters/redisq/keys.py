@@ -1,0 +1,64 @@
+"""Every Redis key and channel name redisq uses, built in one place.
+
+All keys of one queue share the hash tag ``{<escaped name>}`` so that a script touching them
+runs on one Redis Cluster slot. Queue names may contain any character: ``%``, ``{`` and ``}``
+are percent-escaped so the tag is always well formed (it never contains ``}``) and two
+different names never map to the same keys. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["QueueKeys", "escape_name", "queue_keys"]
+
+PREFIX = "redisq"
+
+# Order matters: it is the KEYS[] order documented at the top of queue.lua.
+_KEY_SUFFIXES = (
+    "meta",
+    "ready",
+    "payloads",
+    "priorities",
+    "attempts",
+    "deadlines",
+    "leased",
+    "dedup",
+    "job_ids",
+    "seq",
+)
+
+
+def escape_name(name: str) -> str:
+    """Escape ``name`` for a hash tag: ``%`` -> ``%25``, ``{`` -> ``%7B``, ``}`` -> ``%7D``."""
+    return name.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The keys of one queue, in the order the Lua script expects them, and its channel."""
+
+    name: str
+    keys: tuple[str, ...]
+    channel: str
+
+    @property
+    def meta(self) -> str:
+        """HASH with the queue's kind (``fifo`` or ``priority``)."""
+        return self.keys[0]
+
+
+def queue_keys(name: str) -> QueueKeys:
+    """Build the keys of queue ``name``; ``ValueError`` for an empty name.
+
+    An empty name would give the tag ``{}``, which Redis Cluster ignores, so the keys of the
+    queue would scatter over slots.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"redisq: queue name must be a non-empty string, got {name!r}")
+    base = f"{PREFIX}:{{{escape_name(name)}}}"
+    return QueueKeys(
+        name=name,
+        keys=tuple(f"{base}:{suffix}" for suffix in _KEY_SUFFIXES),
+        channel=f"{base}:events",
+    )

@@ -1,0 +1,180 @@
+"""The pub/sub listener of one ``Queues``: one connection, one thread, every distributed queue.
+
+Why a thread: Redis pushes "enqueued" messages on a subscribed connection, and somebody must read
+them while the caller does other things. The thread is named ``redisq:pubsub``, is started by the
+first ``subscribe`` (producer-only processes never open the connection) and is stopped by
+``Queues.close()``. It is a daemon thread because nothing guarantees that the owner calls
+``close()`` before the interpreter exits.
+
+Pub/sub is lossy: messages published while the connection is down are gone. After the listener
+re-subscribes, it therefore calls each callback once with "enqueued", so a worker checks the
+queue instead of waiting for its next poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from redisq.health import Health
+
+if TYPE_CHECKING:
+    from redis.client import PubSub
+
+    from redisq.script import Client
+
+__all__ = ["Listener"]
+
+Callback = Callable[[str], None]
+
+# How long one read waits for a message: bounds how late a new subscription is sent and how
+# late close() is noticed.
+_READ_SECONDS = 0.05
+_MAX_BACKOFF_SECONDS = 1.0
+
+
+class Listener:
+    """Reads every channel the distributed queues of one ``Queues`` subscribed to."""
+
+    def __init__(self, client: Client, health: Health) -> None:
+        self._client = client
+        self._health = health
+        # Protects _callbacks, _confirmed, _ever_confirmed, _down and confirmations; the
+        # condition wakes subscribe() and tests waiting for a (re)subscription.
+        # Invariant: _confirmed holds only channels of _callbacks the server confirmed on the
+        # current connection.
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._callbacks: dict[str, list[Callback]] = {}
+        self._confirmed: set[str] = set()
+        self._ever_confirmed: set[str] = set()
+        self._down = False
+        self.confirmations = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def subscribe(self, channel: str, callback: Callback, timeout: float = 2.0) -> None:
+        """Call ``callback`` with each message on ``channel``.
+
+        Returns once the server confirmed the subscription (so an enqueue made afterwards is
+        heard), or at once while Redis is unreachable, or after ``timeout`` seconds.
+        """
+        with self._changed:
+            if self._stop.is_set():
+                return
+            self._callbacks.setdefault(channel, []).append(callback)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="redisq:pubsub", daemon=True)
+                self._thread.start()
+            self._changed.wait_for(lambda: channel in self._confirmed or self._down, timeout)
+
+    def unsubscribe(self, channel: str, callback: Callback) -> None:
+        """Stop calling ``callback`` for ``channel``; unknown pairs are ignored."""
+        with self._lock:
+            callbacks = self._callbacks.get(channel, [])
+            if callback in callbacks:
+                callbacks.remove(callback)
+            if not callbacks:
+                self._callbacks.pop(channel, None)
+                self._confirmed.discard(channel)
+
+    def wait_confirmations(self, more_than: int, timeout: float) -> bool:
+        """Wait until :attr:`confirmations` exceeds ``more_than`` (tests: a re-subscription)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self.confirmations > more_than, timeout)
+
+    def close(self) -> None:
+        """Stop the thread and close the connection; later subscribes are ignored."""
+        with self._changed:
+            self._stop.set()
+            thread = self._thread
+            self._changed.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5.0)
+
+    def _run(self) -> None:
+        pubsub: PubSub | None = None
+        requested: set[str] = set()
+        backoff = _READ_SECONDS
+        while not self._stop.is_set():
+            try:
+                if pubsub is None:
+                    pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+                    requested = set()
+                with self._lock:
+                    wanted = set(self._callbacks)
+                for channel in wanted - requested:
+                    pubsub.subscribe(channel)
+                    requested.add(channel)
+                if requested - wanted:
+                    pubsub.unsubscribe(*(requested - wanted))
+                    requested &= wanted
+                if not requested:
+                    self._stop.wait(_READ_SECONDS)
+                    continue
+                message = pubsub.get_message(timeout=_READ_SECONDS)
+                backoff = _READ_SECONDS
+                if message is not None:
+                    self._handle(message)
+            except (RedisError, OSError) as exc:
+                self._health.failed("*", "pub/sub", exc)
+                _close_quietly(pubsub)
+                pubsub = None
+                with self._changed:
+                    self._confirmed.clear()
+                    self._down = True
+                    self._changed.notify_all()
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)
+        _close_quietly(pubsub)
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        channel = _text(message.get("channel", b""))
+        if kind == "subscribe":
+            with self._lock:
+                again = channel in self._ever_confirmed
+                callbacks = list(self._callbacks.get(channel, []))
+            if again:
+                # Messages sent while we were away are lost: tell the worker to look anyway.
+                self._call(channel, callbacks, "enqueued")
+            self._health.ok()
+            with self._changed:
+                if channel in self._callbacks:
+                    self._confirmed.add(channel)
+                self._ever_confirmed.add(channel)
+                self._down = False
+                self.confirmations += 1
+                self._changed.notify_all()
+        elif kind == "message":
+            with self._lock:
+                callbacks = list(self._callbacks.get(channel, []))
+            self._call(channel, callbacks, _text(message.get("data", b"")))
+
+    def _call(self, channel: str, callbacks: list[Callback], action: str) -> None:
+        for callback in callbacks:
+            try:
+                callback(action)
+            except Exception:
+                # A subscriber's bug must not stop the others or the listener.
+                self._health.warn_once(
+                    ("callback", channel, repr(callback)),
+                    f"redisq: subscriber {callback!r} of {channel} raised; it keeps being called",
+                    exc_info=True,
+                )
+
+
+def _close_quietly(pubsub: PubSub | None) -> None:
+    if pubsub is None:
+        return
+    # The connection is being thrown away; an error while closing it changes nothing.
+    with contextlib.suppress(RedisError, OSError):
+        pubsub.close()
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

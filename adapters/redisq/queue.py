@@ -1,0 +1,249 @@
+"""Queue objects of redisq: FIFO and priority queues stored in Redis, with leased takes.
+
+Each method is one call of ``queue.lua`` (see its header for the key layout and invariant), so
+every method is atomic on the server and safe from any thread. Methods never raise Redis errors:
+they return ``False`` / ``None`` / ``[]`` / ``0`` and the failure is logged once (``redisq``
+logger). The distributed variants live in :mod:`redisq.distributed`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import Any, Final
+
+from redisq.keys import queue_keys
+from redisq.script import FAILED, ScriptRunner
+
+__all__ = ["PriorityQueue", "Queue"]
+
+FIFO: Final = "fifo"
+PRIORITY: Final = "priority"
+
+# Expired leases a take moves back to ready before it pops; bounds the work of one call while
+# still recovering faster than any taker can take.
+_RECOVER_PER_CALL: Final = 100
+# ZSET scores are doubles: beyond 2**53 two priorities could compare equal.
+_MAX_PRIORITY: Final = 2**53
+
+
+class _StoredQueue:
+    """Everything a FIFO and a priority queue share; ``enqueue`` is defined by the subclasses."""
+
+    KIND: str = FIFO
+
+    def __init__(
+        self, name: str, runner: ScriptRunner, *, visibility_timeout: float, channel: bool
+    ) -> None:
+        if not visibility_timeout > 0:
+            raise ValueError(
+                f"redisq: queue {name!r}: visibility_timeout must be > 0 seconds, "
+                f"got {visibility_timeout!r}"
+            )
+        self._keys = queue_keys(name)
+        self._name = name
+        self._runner = runner
+        self._lease_seconds = float(visibility_timeout)
+        self._lease_ms = max(1, round(visibility_timeout * 1000))
+        self._channel = self._keys.channel if channel else ""
+        # Only ever goes from False to True; a plain attribute is enough for that.
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<redisq.{type(self).__name__} {self._name!r}>"
+
+    @property
+    def name(self) -> str:
+        """The queue name, as given to ``Queues.new_*``."""
+        return self._name
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a lease lasts after a take or an extension (the visibility timeout)."""
+        return self._lease_seconds
+
+    def stored_kind(self) -> str | None:
+        """The kind stored for this name, recorded now if the queue is new; ``None`` on error."""
+        result = self._run("open", self.KIND)
+        if result is FAILED:
+            return None
+        return _text(result)
+
+    def _run(self, command: str, *args: bytes | str | int) -> Any:
+        return self._runner.run(self._name, self._keys.keys, command, *args)
+
+    # -- adding --------------------------------------------------------------------------
+
+    def _store(self, item: Any, priority: int, job_id: str) -> bool:
+        if self._closed:
+            return False
+        payload = _as_payload(item)
+        if payload is None:
+            self._runner.health.warn_once(
+                ("type", self._name, type(item).__name__),
+                f"redisq: queue {self._name!r} refused an item of type {type(item).__name__}; "
+                "items must be bytes or str",
+            )
+            return False
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            return self._refuse_priority(priority)
+        if not -_MAX_PRIORITY <= priority <= _MAX_PRIORITY:
+            return self._refuse_priority(priority)
+        result = self._run("enqueue", self.KIND, priority, payload, self._channel, job_id)
+        if result == -1:
+            self._runner.health.warn_once(
+                ("kind", self._name),
+                f"redisq: queue {self._name!r} now exists as a queue of the other kind than "
+                f"{self.KIND}; enqueues are refused",
+            )
+            return False
+        return result in (1, 2)
+
+    def _refuse_priority(self, priority: object) -> bool:
+        self._runner.health.warn_once(
+            ("priority", self._name),
+            f"redisq: queue {self._name!r} refused priority {priority!r}; "
+            f"priorities are integers within +-2**53",
+        )
+        return False
+
+    def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
+        """Store ``item`` unless a job with ``job_id`` is still stored (waiting or in flight).
+
+        ``True`` in both cases; ``False`` when refused. An empty ``job_id`` means no dedup.
+        FIFO queues ignore ``priority``; a priority queue treats ``None`` as 0.
+        """
+        if not isinstance(job_id, str):
+            return False
+        if self.KIND == FIFO or priority is None:
+            priority = 0
+        return self._store(item, priority, job_id)
+
+    # -- taking --------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Jobs available to take now (waiting, or with an expired lease); 0 once closed."""
+        if self._closed:
+            return 0
+        result = self._run("len")
+        return 0 if result is FAILED else int(result)
+
+    def dequeue(self) -> bytes | None:
+        """Take one job for good, without a lease; ``None`` when there is nothing to take."""
+        if self._closed:
+            return None
+        result = self._run("dequeue", _RECOVER_PER_CALL)
+        return None if result is FAILED or result is None else bytes(result)
+
+    def dequeue_batch_with_attempts(self, n: int) -> list[tuple[bytes, str, int]]:
+        """Take and lease up to ``n`` jobs in one step: ``(payload, ack id, delivery count)``."""
+        if self._closed or n < 1:
+            return []
+        prefix = secrets.token_hex(12)
+        result = self._run("take", n, self._lease_ms, prefix, _RECOVER_PER_CALL)
+        if result is FAILED:
+            return []
+        return [
+            (bytes(result[i]), _text(result[i + 1]), int(result[i + 2]))
+            for i in range(0, len(result), 3)
+        ]
+
+    def dequeue_batch_with_ack_ids(self, n: int) -> list[tuple[bytes, str]]:
+        """Take and lease up to ``n`` jobs in one step, each with its own ack id."""
+        return [(payload, ack) for payload, ack, _ in self.dequeue_batch_with_attempts(n)]
+
+    def dequeue_with_ack_id(self) -> tuple[bytes, str] | None:
+        """Take and lease one job; ``None`` when there is nothing to take."""
+        taken = self.dequeue_batch_with_attempts(1)
+        return (taken[0][0], taken[0][1]) if taken else None
+
+    # -- finishing -----------------------------------------------------------------------
+
+    def acknowledge_many(self, ack_ids: Sequence[str]) -> list[bool]:
+        """Forget the jobs leased under ``ack_ids`` in one round trip; one result per id.
+
+        ``False`` for an id that is unknown, already acknowledged, or whose lease expired.
+        Works after :meth:`close`, so jobs taken before it can still finish.
+        """
+        tokens = list(ack_ids)
+        if not tokens:
+            return []
+        if not all(isinstance(token, str) for token in tokens):
+            return [isinstance(t, str) and self.acknowledge(t) for t in tokens]
+        result = self._run("ack", *tokens)
+        if result is FAILED:
+            return [False] * len(tokens)
+        return [bool(flag) for flag in result]
+
+    def acknowledge(self, ack_id: str) -> bool:
+        """Forget the job leased under ``ack_id``; ``False`` if the id is unknown or expired."""
+        return self.acknowledge_many([ack_id])[0]
+
+    def extend_lease(self, ack_id: str) -> bool:
+        """Restart the lease of ``ack_id``; ``False`` when it was lost (expired, taken over)."""
+        if not isinstance(ack_id, str):
+            return False
+        result = self._run("extend", self._lease_ms, ack_id)
+        return result is not FAILED and bool(result)
+
+    # -- inspecting ----------------------------------------------------------------------
+
+    def values(self) -> list[bytes]:
+        """A snapshot of the waiting jobs, in the order they would be taken; ``[]`` once closed."""
+        if self._closed:
+            return []
+        result = self._run("values")
+        if result is FAILED:
+            return []
+        rows = [
+            (float(result[i + 1]), _text(result[i]), bytes(result[i + 2]))
+            for i in range(0, len(result), 3)
+        ]
+        rows.sort(key=lambda row: (row[0], row[1]))
+        return [payload for _, _, payload in rows]
+
+    def purge(self) -> None:
+        """Remove every waiting job (jobs in flight stay until acknowledged or expired).
+
+        Does nothing once the queue is closed.
+        """
+        if not self._closed:
+            self._run("purge")
+
+    def close(self) -> None:
+        """Refuse further enqueues and takes; stored jobs stay, taken jobs can still be acked."""
+        self._closed = True
+
+
+class Queue(_StoredQueue):
+    """A FIFO queue in Redis (``IPersistentQueue`` and the lease, batch and dedup extensions)."""
+
+    KIND = FIFO
+
+    def enqueue(self, item: Any) -> bool:
+        """Store ``item`` (bytes, or str as UTF-8) last in line; ``False`` when refused."""
+        return self._store(item, 0, "")
+
+
+class PriorityQueue(_StoredQueue):
+    """A priority queue in Redis: lower numbers first, first in first out among equals."""
+
+    KIND = PRIORITY
+
+    def enqueue(self, item: Any, priority: int) -> bool:
+        """Store ``item`` with ``priority`` (an integer, may be negative); ``False`` if refused."""
+        return self._store(item, priority, "")
+
+
+def _as_payload(item: Any) -> bytes | None:
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return item.encode("utf-8")
+    if isinstance(item, (bytearray, memoryview)):
+        return bytes(item)
+    return None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value

@@ -1,0 +1,190 @@
+"""``redisq.new`` and ``Queues``: one Redis connection, the queues opened on it, closing them."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import ExponentialBackoff
+from redis.cluster import RedisCluster
+from redis.retry import Retry
+
+from redisq.distributed import DistributedPriorityQueue, DistributedQueue
+from redisq.health import Health
+from redisq.pubsub import Listener
+from redisq.queue import PRIORITY, PriorityQueue, Queue, _StoredQueue
+from redisq.script import Client, ScriptRunner
+
+__all__ = ["QueueKindError", "Queues", "new"]
+
+_URL_SCHEMES = ("redis", "rediss", "unix")
+
+
+# For clients redisq creates: fail fast when Redis is down, and retry a command twice, briefly,
+# so a pooled connection that died with a Redis restart is replaced without an error. A retried
+# call whose first attempt did reach Redis can store an enqueue twice (enqueue_dedup cannot)
+# or report an ack as False although it was done; at-least-once delivery allows both.
+def _client_options() -> dict[str, object]:
+    return {
+        "socket_connect_timeout": 5.0,
+        "socket_timeout": 30.0,
+        "retry": Retry(ExponentialBackoff(cap=0.25, base=0.02), retries=2),
+    }
+
+
+_Q = TypeVar("_Q", bound=_StoredQueue)
+
+
+class QueueKindError(ValueError):
+    """A queue name is opened as a FIFO queue while it exists as a priority queue, or back."""
+
+
+def new(url_or_client: str | Client, *, clock: Callable[[], int] | None = None) -> Queues:
+    """Connect to Redis and return the factory of its queues.
+
+    ``url_or_client`` is a ``redis://``, ``rediss://`` or ``unix://`` URL (user, password, db
+    and redis-py options in the query string), or an existing ``redis.Redis`` or
+    ``redis.cluster.RedisCluster`` created with ``decode_responses=False``; a client passed in
+    stays open after :meth:`Queues.close`. ``clock`` returns the time in integer milliseconds
+    for lease deadlines; by default the Redis server's clock is used, so that hosts whose
+    clocks disagree still agree on when a lease expires.
+    """
+    if isinstance(url_or_client, str):
+        where = _redact(url_or_client)
+        if urlsplit(url_or_client).scheme not in _URL_SCHEMES:
+            raise ValueError(
+                f"redisq: cannot connect to {where!r}: the URL must start with redis://, "
+                "rediss:// or unix://"
+            )
+        client: Client = redis.Redis.from_url(url_or_client, **_client_options())
+        return Queues(client, owns_client=True, where=where, clock=clock)
+    if not isinstance(url_or_client, (redis.Redis, RedisCluster)):
+        raise TypeError(
+            "redisq.new() takes a redis:// URL, a redis.Redis or a redis.cluster.RedisCluster, "
+            f"not {type(url_or_client).__name__}"
+        )
+    if url_or_client.get_encoder().decode_responses:
+        raise ValueError(
+            "redisq: the Redis client decodes responses to str; job payloads are bytes, so "
+            "create it with decode_responses=False"
+        )
+    return Queues(url_or_client, owns_client=False, where=_describe(url_or_client), clock=clock)
+
+
+class Queues:
+    """Opens queues on one Redis connection; :meth:`close` closes them and what it opened."""
+
+    def __init__(
+        self, client: Client, *, owns_client: bool, where: str, clock: Callable[[], int] | None
+    ) -> None:
+        self._client = client
+        self._owns_client = owns_client
+        self._health = Health(where)
+        self._runner = ScriptRunner(client, self._health, clock)
+        self._listener = Listener(client, self._health)
+        # Protects _queues and _closed: every queue opened here, closed together by close().
+        self._lock = threading.Lock()
+        self._queues: list[_StoredQueue] = []
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<redisq.Queues {self._health.where}{' closed' if self._closed else ''}>"
+
+    def __enter__(self) -> Queues:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def new_queue(self, name: str, *, visibility_timeout: float = 300.0) -> Queue:
+        """Open the FIFO queue ``name`` (created on first enqueue)."""
+        return self._open(
+            Queue(name, self._runner, visibility_timeout=visibility_timeout, channel=False)
+        )
+
+    def new_priority_queue(self, name: str, *, visibility_timeout: float = 300.0) -> PriorityQueue:
+        """Open the priority queue ``name``: lower numbers first, FIFO among equals."""
+        return self._open(
+            PriorityQueue(name, self._runner, visibility_timeout=visibility_timeout, channel=False)
+        )
+
+    def new_distributed_queue(
+        self, name: str, *, visibility_timeout: float = 300.0
+    ) -> DistributedQueue:
+        """Open the FIFO queue ``name`` for processes on several hosts, with notifications."""
+        return self._open(
+            DistributedQueue(
+                name, self._runner, self._listener, visibility_timeout=visibility_timeout
+            )
+        )
+
+    def new_distributed_priority_queue(
+        self, name: str, *, visibility_timeout: float = 300.0
+    ) -> DistributedPriorityQueue:
+        """Open the priority queue ``name`` for processes on several hosts, with notifications."""
+        return self._open(
+            DistributedPriorityQueue(
+                name, self._runner, self._listener, visibility_timeout=visibility_timeout
+            )
+        )
+
+    def close(self) -> None:
+        """Close every queue opened here, stop the pub/sub thread, and close a client we made.
+
+        Afterwards no queue of this ``Queues`` reaches Redis, acknowledgements included.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            queues, self._queues = self._queues, []
+        for queue in queues:
+            queue.close()
+        self._listener.close()
+        self._runner.closed = True
+        if self._owns_client:
+            self._client.close()
+
+    def _open(self, queue: _Q) -> _Q:
+        """Check the stored kind of the queue, then remember it for close()."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"redisq: cannot open queue {queue.name!r}: Queues is closed")
+            self._queues.append(queue)
+        kind = queue.stored_kind()
+        # None: Redis is unreachable (already logged); every enqueue checks the kind again.
+        if kind is not None and kind != queue.KIND:
+            with self._lock:
+                self._queues.remove(queue)
+            opener = "new_priority_queue" if kind == PRIORITY else "new_queue"
+            raise QueueKindError(
+                f"redisq: queue {queue.name!r} exists as a {kind} queue, not {queue.KIND}; "
+                f"open it with {opener}() (or the distributed variant) or use another name"
+            )
+        return queue
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + host))
+
+
+def _describe(client: Client) -> str:
+    """Where a client passed in points, for messages."""
+    if isinstance(client, RedisCluster):
+        return "Redis Cluster"
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    host, port = kwargs.get("host", "localhost"), kwargs.get("port", 6379)
+    return f"redis://{host}:{port}/{kwargs.get('db', 0)}"
