@@ -1,1 +1,48 @@
-"""sqliteq: SQLite storage for varmq."""
+"""sqliteq: SQLite storage for varmq, for durable jobs shared by processes on one host.
+
+.. code-block:: python
+
+    import sqliteq
+
+    queues = sqliteq.new("jobs.db")
+    q = queues.new_queue("emails")
+    q.enqueue(b"hello")
+    data, ack_id = q.dequeue_with_ack_id()
+    q.acknowledge(ack_id)
+    queues.close()
+
+The queue objects match :mod:`varmq.protocols` structurally (this package never imports
+varmq). Standard library only. See ``docs/sqliteq.md``.
+"""
+
+from __future__ import annotations
+
+from ._queue import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
+from ._queues import Queues, new
+from .errors import (
+    ClosedError,
+    CorruptDatabaseError,
+    ForeignDatabaseError,
+    NotADatabaseError,
+    QueueKindError,
+    RefusedDatabaseError,
+    SchemaVersionError,
+    SqliteqError,
+)
+
+__all__ = [
+    "ClosedError",
+    "CorruptDatabaseError",
+    "DistributedPriorityQueue",
+    "DistributedQueue",
+    "ForeignDatabaseError",
+    "NotADatabaseError",
+    "PriorityQueue",
+    "Queue",
+    "QueueKindError",
+    "Queues",
+    "RefusedDatabaseError",
+    "SchemaVersionError",
+    "SqliteqError",
+    "new",
+]

@@ -1,0 +1,183 @@
+"""Deciding whether a file is ours, then opening it: the only place that may refuse a file.
+
+A file is opened for writing only after it passed every check on a read-only look: it is
+missing or empty, or it is a SQLite database marked with our ``application_id`` (or a SQLite
+database with nothing in it), at a schema version we know, that passes ``PRAGMA
+quick_check``. Anything else raises a :class:`~sqliteq.errors.RefusedDatabaseError` and the
+file is left byte for byte as it was: setting WAL mode, the schema version or the application
+id are all writes, so they come after the checks.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from . import _sql
+from .errors import (
+    CorruptDatabaseError,
+    ForeignDatabaseError,
+    NotADatabaseError,
+    RefusedDatabaseError,
+    SchemaVersionError,
+)
+
+__all__ = ["connect", "open_database"]
+
+_MAGIC = b"SQLite format 3\x00"
+_HEADER_SIZE = 100
+_OUR_TABLES = frozenset({"jobs", "queues"})
+# SQLite primary result codes (the sqlite3 module names them only from Python 3.11 on).
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+
+
+def open_database(path: str, *, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
+    """Check ``path``, then return a read-write connection with the schema up to date."""
+    _check_file(path)
+    conn = connect(path, busy_timeout=busy_timeout)
+    try:
+        mode = conn.execute(_sql.SET_JOURNAL_WAL).fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise RefusedDatabaseError(path, f"cannot be switched to WAL mode (got {mode!r})")
+        conn.execute(_sql.SET_SYNCHRONOUS.format(level=synchronous))
+        _migrate(conn, path)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise RefusedDatabaseError(path, f"cannot be prepared ({exc})") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def connect(path: str, *, busy_timeout: float, uri_query: str = "") -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), usable from any thread."""
+    target = path
+    if uri_query:
+        target = Path(path).absolute().as_uri() + "?" + uri_query
+    try:
+        return sqlite3.connect(
+            target,
+            timeout=busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=bool(uri_query),
+        )
+    except sqlite3.Error as exc:
+        raise RefusedDatabaseError(path, f"cannot be opened ({exc})") from exc
+
+
+def _check_file(path: str) -> None:
+    """Raise unless ``path`` is missing, empty, or a healthy database of ours."""
+    wal = Path(path + "-wal")
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise RefusedDatabaseError(path, f"cannot be read ({exc.strerror})") from exc
+    if not Path(path).is_file():
+        raise NotADatabaseError(path, "is not a regular file")
+    if size == 0 and not wal.exists():
+        return  # a new database: nothing to protect
+    if size:
+        try:
+            with open(path, "rb") as fh:
+                header = fh.read(_HEADER_SIZE)
+        except OSError as exc:
+            raise RefusedDatabaseError(path, f"cannot be read ({exc.strerror})") from exc
+        if len(header) < _HEADER_SIZE or not header.startswith(_MAGIC):
+            raise NotADatabaseError(path, "is not a SQLite database (no SQLite header)")
+    if wal.exists():
+        # Someone may have it open: read through the WAL like any reader (no new files made).
+        _inspect(path, "mode=ro")
+        return
+    # No WAL file: the main file is the whole database. immutable=1 reads it without creating
+    # -wal/-shm files beside a file we may end up refusing.
+    try:
+        _inspect(path, "immutable=1")
+    except CorruptDatabaseError:
+        if not wal.exists():
+            raise
+        # Another process opened and wrote it while we looked; look again the normal way.
+        _inspect(path, "mode=ro")
+
+
+def _inspect(path: str, uri_query: str) -> None:
+    conn = connect(path, busy_timeout=1.0, uri_query=uri_query)
+    try:
+        app_id = conn.execute(_sql.READ_APPLICATION_ID).fetchone()[0]
+        version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
+        tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
+        _check_identity(path, app_id, version, tables)
+        problems = [row[0] for row in conn.execute(_sql.QUICK_CHECK).fetchmany(3)]
+    except sqlite3.DatabaseError as exc:
+        raise _classify(path, exc) from exc
+    finally:
+        conn.close()
+    if problems != ["ok"]:
+        detail = "; ".join(str(p) for p in problems)
+        raise CorruptDatabaseError(path, f"is damaged (integrity check: {detail})")
+
+
+def _check_identity(path: str, app_id: int, version: int, tables: set[str]) -> None:
+    """Raise unless the header and tables say: ours at a known version, or an empty database."""
+    if app_id == _sql.APPLICATION_ID:
+        if version > _sql.SCHEMA_VERSION:
+            raise SchemaVersionError(
+                path,
+                f"has sqliteq schema version {version}, newer than this sqliteq knows "
+                f"({_sql.SCHEMA_VERSION}); upgrade sqliteq",
+            )
+        if version >= 1 and not tables >= _OUR_TABLES:
+            missing = ", ".join(sorted(_OUR_TABLES - tables))
+            raise CorruptDatabaseError(
+                path, f"is marked as a sqliteq database but lacks its tables ({missing})"
+            )
+        return
+    if app_id != 0:
+        raise ForeignDatabaseError(
+            path, f"belongs to another application (application_id {app_id:#x})"
+        )
+    user_tables = sorted(t for t in tables if not t.startswith("sqlite_"))
+    if user_tables or version != 0:
+        shown = ", ".join(user_tables[:5]) or "none"
+        raise ForeignDatabaseError(
+            path,
+            f"is a SQLite database of another application (tables: {shown}; "
+            f"no sqliteq application_id)",
+        )
+
+
+def _classify(path: str, exc: sqlite3.DatabaseError) -> RefusedDatabaseError:
+    code = getattr(exc, "sqlite_errorcode", None)
+    text = str(exc)
+    if code == _SQLITE_NOTADB or "not a database" in text:
+        return NotADatabaseError(path, f"is not a SQLite database ({text})")
+    if code == _SQLITE_CORRUPT or "malformed" in text:
+        return CorruptDatabaseError(path, f"is damaged ({text})")
+    return RefusedDatabaseError(path, f"cannot be read ({text})")
+
+
+def _migrate(conn: sqlite3.Connection, path: str) -> None:
+    """Bring the schema to SCHEMA_VERSION in one write transaction (a no-op when current)."""
+    conn.execute(_sql.BEGIN_IMMEDIATE)
+    try:
+        # Read again under the write lock: another process may have set the file up meanwhile.
+        app_id = conn.execute(_sql.READ_APPLICATION_ID).fetchone()[0]
+        version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
+        tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
+        _check_identity(path, app_id, version, tables)
+        for statements in _sql.MIGRATIONS[version:]:
+            for statement in statements:
+                conn.execute(statement)
+        if version < _sql.SCHEMA_VERSION:
+            conn.execute(_sql.SET_APPLICATION_ID.format(value=_sql.APPLICATION_ID))
+            conn.execute(_sql.SET_USER_VERSION.format(value=_sql.SCHEMA_VERSION))
+        conn.execute(_sql.COMMIT)
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute(_sql.ROLLBACK)
+        raise

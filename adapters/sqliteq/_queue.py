@@ -1,0 +1,305 @@
+"""The queue objects: one named queue in a sqliteq file, FIFO or priority, local or distributed.
+
+Every method maps to one transaction of statements from :mod:`sqliteq._sql`. A take claims
+jobs and records their leases in one ``UPDATE ... RETURNING``: no crash can lose a job between
+the two. Leases expire by time alone: a take treats a job whose lease ran out like a ready one,
+so there is no reaper thread and opening a queue never steals live jobs.
+
+Storage failures never raise from these methods: they return the "nothing" value of the
+method and log a warning once (see :class:`~sqliteq._database.Database`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import _sql
+from ._database import Database
+from ._watch import Watcher
+
+__all__ = [
+    "DistributedPriorityQueue",
+    "DistributedQueue",
+    "PriorityQueue",
+    "Queue",
+    "StoredQueue",
+]
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+class StoredQueue:
+    """What FIFO and priority queues share; the kinds differ only in ``enqueue``'s shape."""
+
+    def __init__(
+        self,
+        db: Database,
+        name: str,
+        *,
+        visibility_timeout: float,
+        remove_on_complete: bool,
+        completed_limit: int,
+        completed_max_age: float,
+        watcher: Watcher,
+    ) -> None:
+        self._db = db
+        self._watcher = watcher
+        self._name = name
+        self._visibility_timeout = float(visibility_timeout)
+        self._lease_ms = max(1, round(visibility_timeout * 1000))
+        self._remove_on_complete = remove_on_complete
+        self._completed_limit = completed_limit
+        self._completed_max_age_ms = round(completed_max_age * 1000)
+        # Set once by close(); read without a lock (a bool write is atomic).
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._name!r} in {self._db.path}>"
+
+    @property
+    def name(self) -> str:
+        """The queue's name in the file."""
+        return self._name
+
+    @property
+    def lease_seconds(self) -> float:
+        """How long a lease lasts after a take or an extension (the visibility timeout)."""
+        return self._visibility_timeout
+
+    # --- adding ------------------------------------------------------------------------------
+
+    def _add(self, item: Any, priority: int, job_id: str | None) -> bool:
+        if self._closed:
+            return False
+        data = _as_bytes(item)
+        if data is None:
+            self._db.warn_once(
+                f"type:{self._name}",
+                f"sqliteq: queue {self._name!r} in {self._db.path} refused an item of type "
+                f"{type(item).__name__} (bytes or str expected)",
+            )
+            return False
+        if not _is_int64(priority):
+            self._db.warn_once(
+                f"priority:{self._name}",
+                f"sqliteq: queue {self._name!r} in {self._db.path} refused priority "
+                f"{priority!r} (a 64-bit int expected)",
+            )
+            return False
+        params = {"queue": self._name, "priority": priority, "data": data, "job_id": job_id}
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            statement = _sql.ENQUEUE if job_id is None else _sql.ENQUEUE_DEDUP
+            if conn.execute(statement, {**params, "now": now}).rowcount == 1:
+                conn.execute(_sql.BUMP_ENQUEUED, params)
+            return True
+
+        return self._db.write("enqueue", body, False)
+
+    def _add_dedup(self, item: Any, job_id: str, priority: int) -> bool:
+        if not isinstance(job_id, str):
+            return False
+        return self._add(item, priority, job_id)
+
+    # --- taking ------------------------------------------------------------------------------
+
+    def dequeue_batch_with_attempts(self, n: int) -> list[tuple[bytes, str, int]]:
+        """Take and lease up to ``n`` jobs: ``(data, ack_id, delivery count)``, in take order."""
+        if self._closed or n <= 0:
+            return []
+
+        def body(conn: sqlite3.Connection, now: int) -> list[Any]:
+            params = {"queue": self._name, "now": now, "lease_ms": self._lease_ms, "n": n}
+            return conn.execute(_sql.CLAIM, params).fetchall()
+
+        rows: list[Any] = self._db.write("take", body, [])
+        # RETURNING gives no order; take order is (priority, id).
+        rows.sort(key=lambda row: (row[1], row[0]))
+        return [(bytes(data), token, attempts) for _, _, data, token, attempts in rows]
+
+    def dequeue_batch_with_ack_ids(self, n: int) -> list[tuple[bytes, str]]:
+        """Take and lease up to ``n`` jobs, each with its own ack id, in take order."""
+        return [(data, token) for data, token, _ in self.dequeue_batch_with_attempts(n)]
+
+    def dequeue_with_ack_id(self) -> tuple[bytes, str] | None:
+        """Take and lease the next job; ``None`` when nothing is ready."""
+        taken = self.dequeue_batch_with_attempts(1)
+        return (taken[0][0], taken[0][1]) if taken else None
+
+    def dequeue(self) -> bytes | None:
+        """Take the next job for good, without a lease; ``None`` when nothing is ready."""
+        if self._closed:
+            return None
+        statement = _sql.TAKE_DELETE if self._remove_on_complete else _sql.TAKE_DONE
+
+        def body(conn: sqlite3.Connection, now: int) -> bytes | None:
+            row = conn.execute(statement, {"queue": self._name, "now": now}).fetchone()
+            if row is None:
+                return None
+            if not self._remove_on_complete:
+                self._prune(conn, now)
+            return bytes(row[0])
+
+        return self._db.write("take", body, None)
+
+    # --- finishing -----------------------------------------------------------------------------
+
+    def acknowledge(self, ack_id: str) -> bool:
+        """Finish the job leased under ``ack_id``; ``False`` if unknown, expired or taken over."""
+        return self.acknowledge_many([ack_id])[0]
+
+    def acknowledge_many(self, ack_ids: Sequence[str]) -> list[bool]:
+        """Acknowledge each id in one transaction; one result per id, in order."""
+        if not ack_ids:
+            return []
+        refused = [False] * len(ack_ids)
+        statement = _sql.ACK_DELETE if self._remove_on_complete else _sql.ACK_DONE
+
+        def body(conn: sqlite3.Connection, now: int) -> list[bool]:
+            results = []
+            for ack_id in ack_ids:
+                if not isinstance(ack_id, str):
+                    results.append(False)
+                    continue
+                params = {"token": ack_id, "queue": self._name, "now": now}
+                results.append(conn.execute(statement, params).rowcount == 1)
+            if not self._remove_on_complete and any(results):
+                self._prune(conn, now)
+            return results
+
+        return self._db.write("acknowledge", body, refused)
+
+    def extend_lease(self, ack_id: str) -> bool:
+        """Restart the lease of ``ack_id``; ``False`` when it was lost (expired, taken over)."""
+        if not isinstance(ack_id, str):
+            return False
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            params = {"token": ack_id, "queue": self._name, "now": now, "lease_ms": self._lease_ms}
+            return bool(conn.execute(_sql.EXTEND_LEASE, params).rowcount == 1)
+
+        return self._db.write("extend_lease", body, False)
+
+    def _prune(self, conn: sqlite3.Connection, now: int) -> None:
+        """Drop completed jobs beyond the retention bounds (inside the caller's transaction)."""
+        cutoff = now - self._completed_max_age_ms
+        conn.execute(_sql.PRUNE_DONE_BY_AGE, {"queue": self._name, "cutoff": cutoff})
+        conn.execute(_sql.PRUNE_DONE_BY_COUNT, {"queue": self._name, "keep": self._completed_limit})
+
+    # --- looking -------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Jobs that a take would get now (ready, or with an expired lease); 0 once closed."""
+        if self._closed:
+            return 0
+
+        def body(conn: sqlite3.Connection, now: int) -> int:
+            row = conn.execute(_sql.COUNT_TAKEABLE, {"queue": self._name, "now": now}).fetchone()
+            return int(row[0])
+
+        return self._db.read("len", body, 0)
+
+    def values(self) -> list[bytes]:
+        """A snapshot of the jobs a take would get now, in take order; empty once closed."""
+        if self._closed:
+            return []
+
+        def body(conn: sqlite3.Connection, now: int) -> list[bytes]:
+            rows = conn.execute(_sql.VALUES_TAKEABLE, {"queue": self._name, "now": now})
+            return [bytes(row[0]) for row in rows]
+
+        return self._db.read("values", body, [])
+
+    def purge(self) -> None:
+        """Remove every waiting job. Leased jobs stay, so their workers can still ack them."""
+
+        def body(conn: sqlite3.Connection, now: int) -> None:
+            conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, "now": now})
+
+        self._db.write("purge", body, None)
+
+    def close(self) -> None:
+        """Refuse enqueues and stop handing out jobs; stored jobs stay, acks still work."""
+        self._closed = True
+        self._watcher.unsubscribe(self)
+
+    def _subscribe(self, callback: Callable[[str], None]) -> None:
+        if self._closed:
+            return
+
+        def body(conn: sqlite3.Connection, now: int) -> int:
+            row = conn.execute(_sql.QUEUE_COUNTER, {"queue": self._name}).fetchone()
+            return int(row[0]) if row else 0
+
+        # The baseline is read before the subscription exists: every enqueue committed after
+        # this read is reported.
+        baseline = self._db.read("subscribe", body, 0)
+        self._watcher.subscribe(self._name, callback, self, baseline)
+
+
+class Queue(StoredQueue):
+    """A persistent FIFO queue (``IPersistentQueue``, with leases, batches and dedup)."""
+
+    def enqueue(self, item: Any) -> bool:
+        """Store ``item`` (``bytes``, or ``str`` as UTF-8) last in line; ``False`` if refused."""
+        return self._add(item, 0, None)
+
+    def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
+        """Store ``item`` unless a job with ``job_id`` is waiting or leased; ``priority`` unused."""
+        return self._add_dedup(item, job_id, 0)
+
+
+class PriorityQueue(StoredQueue):
+    """A persistent priority queue: lower numbers first, FIFO among equal priorities."""
+
+    def enqueue(self, item: Any, priority: int) -> bool:
+        """Store ``item`` with ``priority``; ``False`` if refused."""
+        return self._add(item, priority, None)
+
+    def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
+        """Store ``item`` unless a job with ``job_id`` is waiting or leased (priority 0 if None)."""
+        return self._add_dedup(item, job_id, 0 if priority is None else priority)
+
+
+class DistributedQueue(Queue):
+    """A FIFO queue shared by processes on one host, with notifications of enqueues."""
+
+    def subscribe(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback("enqueued")`` on the watcher thread after any process adds a job.
+
+        Several enqueues close together may give one call. Keep the callback short: it runs on
+        the thread that serves every subscription of this ``Queues``.
+        """
+        self._subscribe(callback)
+
+
+class DistributedPriorityQueue(PriorityQueue):
+    """A priority queue shared by processes on one host, with notifications of enqueues."""
+
+    def subscribe(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback("enqueued")`` on the watcher thread after any process adds a job.
+
+        Several enqueues close together may give one call. Keep the callback short: it runs on
+        the thread that serves every subscription of this ``Queues``.
+        """
+        self._subscribe(callback)
+
+
+def _as_bytes(item: Any) -> bytes | None:
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return item.encode("utf-8")
+    if isinstance(item, (bytearray, memoryview)):
+        return bytes(item)
+    return None
+
+
+def _is_int64(value: Any) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and (_INT64_MIN <= value <= _INT64_MAX)
+    )

@@ -1,0 +1,241 @@
+"""Every SQL statement sqliteq runs, the schema, and its migrations: the one place SQL lives.
+
+No I/O here. Each statement is a named constant; the comment above it names the index it
+relies on. Parameters are always bound by name (``:queue``, ``:now``), never interpolated, so
+a queue name may be any text.
+
+Layout (schema version 1)
+    ``queues``  one row per queue name: its kind (``fifo`` or ``priority``) and ``enqueued``, a
+                counter bumped in every enqueue transaction; the watcher thread compares it to
+                tell subscribers that a job was added.
+    ``jobs``    one row per job of every queue. ``state`` is ``ready``, ``leased`` or ``done``.
+                A job is *takeable* when it is ready and ``available_at <= now``, or leased with
+                ``lease_until <= now`` (an expired lease). Times are integer milliseconds from
+                the adapter's clock. ``id`` is the rowid: a new row always gets an id larger than
+                every stored row, which is all FIFO order needs (no AUTOINCREMENT table).
+
+Invariants
+    - ``lease_token`` is set exactly while ``state = 'leased'``; a take always writes a fresh one,
+      so an older token never matches again (fencing).
+    - A take never changes ``priority`` or ``id``: an expired job keeps its place in line.
+    - ``enqueued`` of a queue only grows.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "QUICK_CHECK",
+    "SET_QUERY_ONLY",
+    "SYNCHRONOUS_LEVELS",
+    "SET_SYNCHRONOUS",
+    "SET_JOURNAL_WAL",
+    "ACK_DELETE",
+    "ACK_DONE",
+    "APPLICATION_ID",
+    "BEGIN_IMMEDIATE",
+    "BUMP_ENQUEUED",
+    "CLAIM",
+    "COMMIT",
+    "COUNT_TAKEABLE",
+    "DATA_VERSION",
+    "ENQUEUE",
+    "ENQUEUE_DEDUP",
+    "EXTEND_LEASE",
+    "MIGRATIONS",
+    "PRUNE_DONE_BY_AGE",
+    "PRUNE_DONE_BY_COUNT",
+    "PURGE_TAKEABLE",
+    "QUEUE_COUNTER",
+    "QUEUE_COUNTERS",
+    "QUEUE_KIND",
+    "READ_APPLICATION_ID",
+    "READ_USER_VERSION",
+    "REGISTER_QUEUE",
+    "ROLLBACK",
+    "SCHEMA_VERSION",
+    "SET_APPLICATION_ID",
+    "SET_USER_VERSION",
+    "TABLE_NAMES",
+    "TAKE_DELETE",
+    "TAKE_DONE",
+    "VALUES_TAKEABLE",
+]
+
+# "vmqs" in ASCII: marks a file as a sqliteq database (PRAGMA application_id, header offset 68).
+APPLICATION_ID = 0x766D7173
+
+# --- schema, version 1 -------------------------------------------------------------------
+
+_CREATE_QUEUES = """
+CREATE TABLE queues (
+    name     TEXT    PRIMARY KEY,
+    kind     TEXT    NOT NULL CHECK (kind IN ('fifo', 'priority')),
+    enqueued INTEGER NOT NULL DEFAULT 0
+)"""
+
+_CREATE_JOBS = """
+CREATE TABLE jobs (
+    id           INTEGER PRIMARY KEY,
+    queue        TEXT    NOT NULL,
+    priority     INTEGER NOT NULL DEFAULT 0,
+    data         BLOB    NOT NULL,
+    job_id       TEXT,
+    state        TEXT    NOT NULL CHECK (state IN ('ready', 'leased', 'done')),
+    lease_token  TEXT,
+    lease_until  INTEGER,
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    enqueued_at  INTEGER NOT NULL,
+    available_at INTEGER NOT NULL,
+    finished_at  INTEGER
+)"""
+
+# The claim index: every not-done job of a queue in take order. It also holds the columns the
+# takeable test reads, so a take skips unexpired leases without reading table rows. Done rows
+# are left out so that kept completed jobs never slow a take down.
+_CREATE_JOBS_CLAIM = """
+CREATE INDEX jobs_claim ON jobs (queue, priority, id, state, available_at, lease_until)
+WHERE state <> 'done'"""
+
+# Finds the row of an ack id; unique, so two live leases can never share a token.
+_CREATE_JOBS_LEASE = """
+CREATE UNIQUE INDEX jobs_lease ON jobs (lease_token) WHERE lease_token IS NOT NULL"""
+
+# Dedup: at most one stored (not done) job per (queue, job_id); INSERT OR IGNORE relies on it.
+_CREATE_JOBS_DEDUP = """
+CREATE UNIQUE INDEX jobs_dedup ON jobs (queue, job_id)
+WHERE job_id IS NOT NULL AND state <> 'done'"""
+
+# Retention of completed jobs (remove_on_complete=False), oldest first.
+_CREATE_JOBS_DONE = """
+CREATE INDEX jobs_done ON jobs (queue, finished_at, id) WHERE state = 'done'"""
+
+# Applied in order; entry i brings a file from user_version i to i + 1, in one transaction.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        _CREATE_QUEUES,
+        _CREATE_JOBS,
+        _CREATE_JOBS_CLAIM,
+        _CREATE_JOBS_LEASE,
+        _CREATE_JOBS_DEDUP,
+        _CREATE_JOBS_DONE,
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# --- file identity (read before anything is written) -----------------------------------------
+
+READ_APPLICATION_ID = "PRAGMA application_id"
+READ_USER_VERSION = "PRAGMA user_version"
+# PRAGMA values cannot be bound; both are formatted from integers only.
+SET_APPLICATION_ID = "PRAGMA application_id = {value:d}"
+SET_USER_VERSION = "PRAGMA user_version = {value:d}"
+# sqlite_master is scanned; it is tiny.
+TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+# Changes whenever another connection (any process) commits; costs no page read.
+DATA_VERSION = "PRAGMA data_version"
+
+BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
+COMMIT = "COMMIT"
+ROLLBACK = "ROLLBACK"
+
+# --- queues ------------------------------------------------------------------------------------
+
+# queues primary key.
+REGISTER_QUEUE = "INSERT OR IGNORE INTO queues (name, kind) VALUES (:queue, :kind)"
+# queues primary key.
+QUEUE_KIND = "SELECT kind FROM queues WHERE name = :queue"
+# queues primary key.
+BUMP_ENQUEUED = "UPDATE queues SET enqueued = enqueued + 1 WHERE name = :queue"
+# queues primary key.
+QUEUE_COUNTER = "SELECT enqueued FROM queues WHERE name = :queue"
+# Full scan of queues: one row per queue name, read only after data_version changed.
+QUEUE_COUNTERS = "SELECT name, enqueued FROM queues"
+
+# --- jobs --------------------------------------------------------------------------------------
+
+# No index read: a plain insert (jobs_dedup is maintained, not consulted).
+ENQUEUE = """
+INSERT INTO jobs (queue, priority, data, state, attempts, enqueued_at, available_at)
+VALUES (:queue, :priority, :data, 'ready', 0, :now, :now)"""
+
+# jobs_dedup: the insert is ignored while a stored job of this queue has the same job_id.
+ENQUEUE_DEDUP = """
+INSERT OR IGNORE INTO jobs
+    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
+VALUES (:queue, :priority, :data, :job_id, 'ready', 0, :now, :now)"""
+
+# The takeable test; the literal "state <> 'done'" lets the planner use the partial jobs_claim.
+_TAKEABLE = """
+queue = :queue AND state <> 'done'
+AND ((state = 'ready' AND available_at <= :now) OR (state = 'leased' AND lease_until <= :now))"""
+
+# jobs_claim, walked in (priority, id) order: up to :n takeable jobs get a fresh lease token.
+# RETURNING order is unspecified; the caller sorts by (priority, id).
+CLAIM = f"""
+UPDATE jobs
+SET state = 'leased',
+    lease_token = lower(hex(randomblob(16))),
+    lease_until = :now + :lease_ms,
+    attempts = attempts + 1
+WHERE id IN (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, id LIMIT :n)
+RETURNING id, priority, data, lease_token, attempts"""
+
+# jobs_claim: the first takeable job, removed without a lease (remove_on_complete=True).
+TAKE_DELETE = f"""
+DELETE FROM jobs
+WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, id LIMIT 1)
+RETURNING data"""
+
+# jobs_claim: the first takeable job, kept as done without a lease (remove_on_complete=False).
+TAKE_DONE = f"""
+UPDATE jobs
+SET state = 'done', lease_token = NULL, lease_until = NULL,
+    attempts = attempts + 1, finished_at = :now
+WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, id LIMIT 1)
+RETURNING data"""
+
+# jobs_lease. A lease that has run out is refused even before another take replaced its token.
+_LIVE_LEASE = "lease_token = :token AND queue = :queue AND state = 'leased' AND lease_until > :now"
+
+# jobs_lease.
+ACK_DELETE = f"DELETE FROM jobs WHERE {_LIVE_LEASE}"
+
+# jobs_lease.
+ACK_DONE = f"""
+UPDATE jobs SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = :now
+WHERE {_LIVE_LEASE}"""
+
+# jobs_lease.
+EXTEND_LEASE = f"UPDATE jobs SET lease_until = :now + :lease_ms WHERE {_LIVE_LEASE}"
+
+# jobs_claim (covering: no table row is read).
+COUNT_TAKEABLE = f"SELECT count(*) FROM jobs WHERE {_TAKEABLE}"
+
+# jobs_claim, in take order.
+VALUES_TAKEABLE = f"SELECT data FROM jobs WHERE {_TAKEABLE} ORDER BY priority, id"
+
+# jobs_claim. Leased jobs stay, so that their workers can still acknowledge them.
+PURGE_TAKEABLE = f"DELETE FROM jobs WHERE {_TAKEABLE}"
+
+# jobs_done: completed jobs finished before :cutoff.
+PRUNE_DONE_BY_AGE = """
+DELETE FROM jobs WHERE queue = :queue AND state = 'done' AND finished_at < :cutoff"""
+
+# jobs_done, newest first: every completed job beyond the :keep newest.
+PRUNE_DONE_BY_COUNT = """
+DELETE FROM jobs WHERE id IN (
+    SELECT id FROM jobs WHERE queue = :queue AND state = 'done'
+    ORDER BY finished_at DESC, id DESC LIMIT -1 OFFSET :keep
+)"""
+
+# --- connection settings ---------------------------------------------------------------------
+
+# Persistent in the file; only ever run on a file already known to be ours or empty.
+SET_JOURNAL_WAL = "PRAGMA journal_mode = WAL"
+# Per connection; the value is checked against SYNCHRONOUS_LEVELS before formatting.
+SET_SYNCHRONOUS = "PRAGMA synchronous = {level}"
+SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
+# The watcher's connection only reads.
+SET_QUERY_ONLY = "PRAGMA query_only = ON"
+# Reads every page once; the last step of deciding that a file is safe to open.
+QUICK_CHECK = "PRAGMA quick_check"

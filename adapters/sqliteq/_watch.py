@@ -1,0 +1,134 @@
+"""The watcher thread: tells subscribers that a job was added to their queue, by any process.
+
+Why a thread: SQLite has no cross-process notification. Reading the jobs table in a loop
+would cost a query per queue per tick; instead the thread polls ``PRAGMA data_version`` on its
+own connection, which changes whenever another connection (in this process or another one)
+commits and costs no page read. Only after a change does it read the per-queue ``enqueued``
+counters (one small table) and call the callbacks of queues whose counter grew.
+
+One watcher per ``Queues``, started by the first ``subscribe`` and stopped by
+``Queues.close()``. It is a daemon thread because nothing guarantees the owner calls
+``close()`` before the interpreter exits, and a forgotten watcher must not hang the exit.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import _sql
+from ._open import connect
+
+__all__ = ["POLL_INTERVAL", "Watcher"]
+
+logger = logging.getLogger("sqliteq")
+
+# Seconds between two data_version polls: the bound on notification latency.
+POLL_INTERVAL = 0.02
+
+
+@dataclass
+class _Subscription:
+    queue: str
+    callback: Callable[[str], None]
+    owner: object
+    seen: int  # the queue's enqueued counter already reported
+    failed: bool = False  # the callback raised once already (logged once)
+
+
+class Watcher:
+    """Polls one database file and calls ``callback("enqueued")`` for subscribed queues."""
+
+    def __init__(self, path: str, busy_timeout: float, interval: float = POLL_INTERVAL) -> None:
+        self._path = path
+        self._busy_timeout = busy_timeout
+        self._interval = interval
+        # Protects _subs, _recheck and _thread: the set of subscriptions the thread walks.
+        self._lock = threading.Lock()
+        self._subs: list[_Subscription] = []
+        # A subscription added since the last counter read: read counters on the next tick even
+        # if data_version did not change (its baseline may predate a commit already seen).
+        self._recheck = False
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def subscribe(
+        self, queue: str, callback: Callable[[str], None], owner: object, baseline: int
+    ) -> None:
+        """Call ``callback`` whenever ``queue``'s counter grows past ``baseline``."""
+        with self._lock:
+            if self._stop.is_set():
+                return
+            self._subs.append(_Subscription(queue, callback, owner, baseline))
+            self._recheck = True
+            if self._thread is None:
+                conn = connect(self._path, busy_timeout=self._busy_timeout)
+                conn.execute(_sql.SET_QUERY_ONLY)
+                self._thread = threading.Thread(
+                    target=self._run, args=(conn,), name="sqliteq:watch", daemon=True
+                )
+                self._thread.start()
+
+    def unsubscribe(self, owner: object) -> None:
+        """Forget every subscription made by ``owner`` (a closed queue)."""
+        with self._lock:
+            self._subs = [s for s in self._subs if s.owner is not owner]
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the thread and wait for it (a callback still running may delay this)."""
+        self._stop.set()
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._subs = []
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+            if thread.is_alive():
+                logger.warning(
+                    "sqliteq: the watcher of %s did not stop within %.1f s (a subscriber "
+                    "callback is still running)",
+                    self._path,
+                    timeout,
+                )
+
+    def _run(self, conn: sqlite3.Connection) -> None:
+        last_version: int | None = None
+        warned = False
+        try:
+            while not self._stop.wait(self._interval):
+                try:
+                    version = conn.execute(_sql.DATA_VERSION).fetchone()[0]
+                    with self._lock:
+                        recheck, self._recheck = self._recheck, False
+                        subs = list(self._subs)
+                    if version == last_version and not recheck:
+                        continue
+                    last_version = version
+                    if not subs:
+                        continue
+                    counters = dict(conn.execute(_sql.QUEUE_COUNTERS).fetchall())
+                    warned = False
+                except sqlite3.Error as exc:
+                    if not warned:
+                        warned = True
+                        logger.warning("sqliteq: watching %s failed: %s", self._path, exc)
+                    continue
+                for sub in subs:
+                    count = counters.get(sub.queue, 0)
+                    if count > sub.seen:
+                        sub.seen = count
+                        self._notify(sub)
+        finally:
+            conn.close()
+
+    def _notify(self, sub: _Subscription) -> None:
+        try:
+            sub.callback("enqueued")
+        except Exception:
+            if not sub.failed:
+                sub.failed = True
+                logger.exception(
+                    "sqliteq: a subscriber callback of queue %r in %s raised", sub.queue, self._path
+                )
