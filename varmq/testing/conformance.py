@@ -23,7 +23,9 @@ The harness (:class:`StorageHarness`) has three methods:
 ``close()``
     Close everything the harness opened; called once after each test.
 
-The fixture ``harness`` makes one per test and closes it. Tests run on the four kinds of queue
+The fixture ``harness`` makes one per test and closes it. A subclass that needs other fixtures
+(``tmp_path``, a server started once per session) overrides the ``harness`` fixture instead of
+``make_harness``. Tests run on the four kinds of queue
 (``queue``, ``priority_queue``, ``distributed_queue``, ``distributed_priority_queue``) where the
 claim applies to them. A storage that does not implement an extension protocol (batch takes,
 delivery counts, ``acknowledge_many``, dedup, leases, capacity) narrows the class attribute
@@ -128,14 +130,14 @@ def _put(q: Any, kind: QueueKind, item: Any, priority: int = 0) -> bool:
 def _take(q: Any) -> bytes | None:
     """Take one job with a lease and return its payload only."""
     taken = q.dequeue_with_ack_id()
-    return None if taken is None else bytes(taken[0])
+    return None if taken is None else taken[0]
 
 
 def _drain(q: Any) -> list[bytes]:
     """Take (and acknowledge) everything ready, in take order."""
     items = []
     while (taken := q.dequeue_with_ack_id()) is not None:
-        items.append(bytes(taken[0]))
+        items.append(taken[0])
         assert q.acknowledge(taken[1])
     return items
 
@@ -228,6 +230,22 @@ class QueueConformance:
             assert q.enqueue(f"{i % 3}-{i}".encode(), i % 3)
         expected = [f"{p}-{i}".encode() for p in range(3) for i in range(30) if i % 3 == p]
         assert _drain(q) == expected
+
+    @_kinds(ALL_KINDS)
+    def test_taken_job_is_the_bytes_stored_with_a_str_ack_id(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        q = self.open(harness, kind)
+        envelope = b'{"id": "job-1", "status": "Created", "data": "h\\u00e9"}'
+        binary = bytes(range(256)) * 4  # NUL bytes and bytes that are not UTF-8
+        large = b"x" * 300_000
+        for item in (envelope, binary, large, b""):
+            assert _put(q, kind, item)
+            taken = q.dequeue_with_ack_id()
+            assert taken is not None
+            assert type(taken[0]) is bytes and taken[0] == item
+            assert isinstance(taken[1], str) and taken[1]
+            assert q.acknowledge(taken[1])
 
     @_kinds(ALL_KINDS)
     def test_identical_payloads_are_distinct_jobs(
