@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from varmq.testing.conformance import QueueConformance, StorageHarness
+from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance, StorageHarness
 from varmq.testing.storage import FakeClock, MemoryStorage
 
 
@@ -45,7 +45,9 @@ class MemoryHarness:
 
 
 class TestReferenceStorage(QueueConformance):
-    """The reference storage claims every extension protocol (the default)."""
+    """The reference storage implements every extension protocol, capacity included."""
+
+    extensions = ALL_EXTENSIONS
 
     def make_harness(self) -> StorageHarness:
         return MemoryHarness()

@@ -28,9 +28,9 @@ The fixture ``harness`` makes one per test and closes it. A subclass that needs 
 ``make_harness``. Tests run on the four kinds of queue
 (``queue``, ``priority_queue``, ``distributed_queue``, ``distributed_priority_queue``) where the
 claim applies to them. A storage that does not implement an extension protocol (batch takes,
-delivery counts, ``acknowledge_many``, dedup, leases, capacity) narrows the class attribute
-``extensions``; the tests of the protocols left out are then skipped, and the ones kept are
-checked with ``isinstance``.
+delivery counts, ``acknowledge_many``, dedup, leases) narrows the class attribute
+``extensions``; one that also implements ``ICapacitySetter`` widens it to ``ALL_EXTENSIONS``.
+The tests of the protocols left out are skipped; the ones kept are checked with ``isinstance``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,13 @@ from varmq.protocols import (
     IPersistentQueue,
 )
 
-__all__ = ["ALL_EXTENSIONS", "QueueConformance", "QueueKind", "StorageHarness"]
+__all__ = [
+    "ALL_EXTENSIONS",
+    "DEFAULT_EXTENSIONS",
+    "QueueConformance",
+    "QueueKind",
+    "StorageHarness",
+]
 
 LEASE = 0.5
 """Visibility timeout of the queues in lease tests, in seconds."""
@@ -65,14 +71,16 @@ LONG_LEASE = 60.0
 WAIT = 5.0
 """Longest wait for something another thread or process does."""
 
-ALL_EXTENSIONS: tuple[type, ...] = (
+DEFAULT_EXTENSIONS: tuple[type, ...] = (
     IBatchAcknowledgeable,
     ICountedDelivery,
     IMultiAcknowledgeable,
     IDedupQueue,
     ILeaseExtendable,
-    ICapacitySetter,
 )
+"""The optional protocols a storage claims unless it says otherwise: those the worker relies on
+for batching, retries, dedup and long jobs, and that ``sqliteq`` and ``redisq`` implement."""
+ALL_EXTENSIONS: tuple[type, ...] = (*DEFAULT_EXTENSIONS, ICapacitySetter)
 """Every optional protocol the suite knows how to test."""
 
 
@@ -145,8 +153,12 @@ def _drain(q: Any) -> list[bytes]:
 class QueueConformance:
     """The conformance tests; subclass with a ``Test*`` name and implement ``make_harness``."""
 
-    extensions: ClassVar[tuple[type, ...]] = ALL_EXTENSIONS
-    """The optional protocols this storage implements; the tests of the others are skipped."""
+    extensions: ClassVar[tuple[type, ...]] = DEFAULT_EXTENSIONS
+    """The optional protocols this storage implements; the tests of the others are skipped.
+
+    Narrow it when your storage lacks one; widen it to ``ALL_EXTENSIONS`` when it also
+    implements ``ICapacitySetter``.
+    """
 
     def make_harness(self) -> StorageHarness:
         """Return a fresh harness for one test."""
@@ -196,7 +208,10 @@ class QueueConformance:
             QueueKind(True, True): IDistributedPriorityQueue,
         }
         for protocol in (expected[kind], *self.extensions):
-            assert isinstance(q, protocol), f"{kind} does not implement {protocol.__name__}"
+            assert isinstance(q, protocol), (
+                f"{kind} does not implement {protocol.__name__}; implement it, or leave it out"
+                f" of {type(self).__name__}.extensions"
+            )
 
     # -- order ----------------------------------------------------------------------------------
 
