@@ -1,0 +1,250 @@
+"""sqliteq: the file: reopening, queue names and kinds, and files that must be refused untouched."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqliteq
+
+APPLICATION_ID = 0x766D7173
+
+
+def snapshot(directory: Path, *, shm: bool = True) -> dict[str, bytes]:
+    """Every file in ``directory`` with its bytes: a refused open must change none of them.
+
+    ``shm=False`` leaves out ``-shm`` files: while another connection has a WAL database open,
+    any reader (ours included) records its read mark there; that index is not the database.
+    """
+    return {
+        p.name: p.read_bytes()
+        for p in sorted(directory.iterdir())
+        if shm or not p.name.endswith("-shm")
+    }
+
+
+def make_sqliteq_file(path: Path, jobs: int) -> None:
+    queues = sqliteq.new(path)
+    q = queues.new_queue("q")
+    for i in range(jobs):
+        q.enqueue(f"job-{i:05d}-".encode() * 20)
+    queues.close()
+
+
+# --- reopening ---------------------------------------------------------------------------------
+
+
+def test_fifo_queue_reopens_with_its_jobs_after_close(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with sqliteq.new(path) as queues:
+        q = queues.new_queue("emails")
+        q.enqueue(b"a")
+        q.enqueue(b"b")
+    with sqliteq.new(path) as queues:
+        assert queues.new_queue("emails").values() == [b"a", b"b"]
+
+
+def test_priority_queue_reopens_with_its_jobs_after_close(tmp_path: Path) -> None:
+    # Upstream sqliteq failed here: reopening a priority queue raised "duplicate column name".
+    path = tmp_path / "jobs.db"
+    with sqliteq.new(path) as queues:
+        q = queues.new_priority_queue("urgent")
+        q.enqueue(b"low", 9)
+        q.enqueue(b"high", 1)
+    for _ in range(2):
+        with sqliteq.new(path) as queues:
+            assert queues.new_priority_queue("urgent").values() == [b"high", b"low"]
+            assert queues.new_distributed_priority_queue("urgent").values() == [b"high", b"low"]
+
+
+def test_opening_a_queue_never_takes_back_jobs_leased_elsewhere(tmp_path: Path) -> None:
+    # Upstream sqliteq requeued every in-flight row whenever any process opened the queue.
+    path = tmp_path / "jobs.db"
+    first = sqliteq.new(path)
+    q = first.new_queue("work")
+    q.enqueue(b"a")
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None
+    second = sqliteq.new(path)
+    other = second.new_queue("work")
+    assert len(other) == 0 and other.dequeue_with_ack_id() is None
+    assert q.acknowledge(taken[1]) is True
+    first.close()
+    second.close()
+
+
+def test_new_file_is_marked_as_ours_and_uses_wal(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    sqliteq.new(path).close()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        conn.close()
+
+
+def test_empty_file_and_empty_sqlite_database_are_adopted(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    blank = tmp_path / "blank.db"
+    sqlite3.connect(blank).execute("PRAGMA user_version = 0").connection.close()
+    for path in (empty, blank):
+        with sqliteq.new(path) as queues:
+            assert queues.new_queue("q").enqueue(b"x")
+
+
+# --- queue names and kinds -----------------------------------------------------------------------
+
+
+NAMES = ["plain", "with space", "it's", 'say "hi"', "'; DROP TABLE jobs; --", "名前 ✓", ""]
+
+
+def test_queue_names_are_any_text_and_stay_apart(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with sqliteq.new(path) as queues:
+        for name in NAMES:
+            assert queues.new_queue(name).enqueue(name or "<empty>")
+    with sqliteq.new(path) as queues:
+        for name in NAMES:
+            q = queues.new_queue(name)
+            assert q.values() == [(name or "<empty>").encode()]
+            assert q.dequeue() == (name or "<empty>").encode()
+
+
+@pytest.mark.parametrize("name", ["emails", 'it\'s "quoted"', ""])
+def test_opening_a_fifo_queue_as_a_priority_queue_raises_naming_both(
+    tmp_path: Path, name: str
+) -> None:
+    with sqliteq.new(tmp_path / "jobs.db") as queues:
+        queues.new_queue(name)
+        with pytest.raises(sqliteq.QueueKindError, match="is a FIFO queue, not a priority") as e:
+            queues.new_distributed_priority_queue(name)
+        assert repr(name) in str(e.value) and "jobs.db" in str(e.value)
+
+
+def test_opening_a_priority_queue_as_a_fifo_queue_raises(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with sqliteq.new(path) as queues:
+        queues.new_priority_queue("urgent")
+    with (
+        sqliteq.new(path) as queues,
+        pytest.raises(
+            sqliteq.QueueKindError, match=r"'urgent' .* is a priority queue.*new_priority_queue"
+        ),
+    ):
+        queues.new_distributed_queue("urgent")
+
+
+# --- files that are refused and left unchanged -------------------------------------------------
+
+
+def assert_refused(
+    path: Path, error: type[Exception], reason: str, *, in_use: bool = False
+) -> None:
+    before = snapshot(path.parent, shm=not in_use)
+    with pytest.raises(error, match=reason) as caught:
+        sqliteq.new(path)
+    assert str(path) in str(caught.value) and "refusing to open it" in str(caught.value)
+    # Byte for byte, and no -wal/-shm files left behind.
+    assert snapshot(path.parent, shm=not in_use) == before
+
+
+def test_a_file_that_is_not_sqlite_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"these are my notes, not a database\n" * 50)
+    assert_refused(path, sqliteq.NotADatabaseError, "is not a SQLite database")
+
+
+def test_a_short_file_that_is_not_sqlite_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "short.db"
+    path.write_bytes(b"SQLite")
+    assert_refused(path, sqliteq.NotADatabaseError, "is not a SQLite database")
+
+
+def test_a_sqlite_database_of_another_application_is_refused_and_left_unchanged(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    conn.commit()
+    conn.close()
+    assert_refused(path, sqliteq.ForeignDatabaseError, "another application .*users")
+
+
+def test_a_database_with_a_foreign_application_id_is_refused_even_without_tables(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.close()
+    assert_refused(path, sqliteq.ForeignDatabaseError, "application_id 0x4d2")
+
+
+def test_a_foreign_database_in_wal_mode_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    # Still open: the -wal file holds the data; refusing must not checkpoint it.
+    try:
+        assert_refused(path, sqliteq.ForeignDatabaseError, "another application", in_use=True)
+        assert (tmp_path / "app.db-wal").stat().st_size > 0
+    finally:
+        conn.close()
+
+
+def test_a_damaged_sqliteq_file_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    make_sqliteq_file(path, jobs=300)
+    data = bytearray(path.read_bytes())
+    page = 4096
+    assert len(data) > 4 * page
+    data[2 * page : 3 * page] = b"\xa5" * page  # scribble over one page of the jobs table
+    path.write_bytes(bytes(data))
+    assert_refused(path, sqliteq.CorruptDatabaseError, "is damaged")
+
+
+def test_a_truncated_sqliteq_file_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    make_sqliteq_file(path, jobs=300)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert_refused(path, sqliteq.CorruptDatabaseError, "is damaged")
+
+
+def test_a_file_from_a_newer_sqliteq_is_refused_and_left_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    make_sqliteq_file(path, jobs=1)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    assert_refused(path, sqliteq.SchemaVersionError, "schema version 99.*upgrade sqliteq")
+
+
+def test_a_file_marked_ours_without_our_tables_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.close()
+    assert_refused(path, sqliteq.CorruptDatabaseError, "lacks its tables")
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "dir.db"
+    path.mkdir()
+    with pytest.raises(sqliteq.RefusedDatabaseError, match=r"dir\.db is not a regular file"):
+        sqliteq.new(path)
+
+
+def test_a_path_in_a_missing_directory_is_refused_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "missing" / "jobs.db"
+    with pytest.raises(sqliteq.RefusedDatabaseError, match=r"missing/jobs\.db cannot be opened"):
+        sqliteq.new(path)
