@@ -25,12 +25,12 @@ The harness (:class:`StorageHarness`) has three methods:
 
 The fixture ``harness`` makes one per test and closes it. A subclass that needs other fixtures
 (``tmp_path``, a server started once per session) overrides the ``harness`` fixture instead of
-``make_harness``. Tests run on the four kinds of queue
-(``queue``, ``priority_queue``, ``distributed_queue``, ``distributed_priority_queue``) where the
-claim applies to them. A storage that does not implement an extension protocol (batch takes,
-delivery counts, ``acknowledge_many``, dedup, leases) narrows the class attribute
-``extensions``; one that also implements ``ICapacitySetter`` widens it to ``ALL_EXTENSIONS``.
-The tests of the protocols left out are skipped; the ones kept are checked with ``isinstance``.
+``make_harness``. Tests run on each of the four kinds of queue (``queue``, ``priority_queue``,
+``distributed_queue``, ``distributed_priority_queue``) that their claim applies to. A storage that
+does not implement an extension protocol (batch takes, delivery counts, ``acknowledge_many``,
+dedup, leases) narrows the class attribute ``extensions``; one that also implements
+``ICapacitySetter`` widens it to ``ALL_EXTENSIONS``. The tests of the protocols left out are
+skipped; the ones kept are checked with ``isinstance``.
 """
 
 from __future__ import annotations
