@@ -40,10 +40,12 @@ ARGV common to every command
 Commands, their further ARGV, and replies
   open     ARGV[3] kind ("fifo"|"priority")             -> the stored kind (sets it if unset)
   enqueue  ARGV[3] kind, ARGV[4] priority (integer), ARGV[5] payload (bytes),
-           ARGV[6] channel ("" = do not publish), ARGV[7] caller's job id ("" = no dedup)
+           ARGV[6] channel ("" = do not publish), ARGV[7] caller's job id ("" = no dedup),
+           ARGV[8] capacity (integer; 0 = unlimited)
                                                         -> 1 stored, 2 already stored (dedup
-                                                           hit, nothing published), -1 the
-                                                           queue is of the other kind
+                                                           hit, nothing published), 0 refused:
+                                                           capacity jobs wait, -1 the queue is
+                                                           of the other kind
   take     ARGV[3] n (integer >= 1), ARGV[4] lease length ms (integer), ARGV[5] token prefix,
            ARGV[6] max expired leases to recover first (integer)
                                                         -> flat {payload, token, attempts, ...}
@@ -135,6 +137,13 @@ elseif command == 'enqueue' then
     local existing = redis.call('HGET', K_DEDUP, job_id)
     if existing and redis.call('HEXISTS', K_PAYLOADS, existing) == 1 then
       return 2
+    end
+  end
+  local capacity = tonumber(ARGV[8])
+  if capacity > 0 then
+    local waiting = redis.call('ZCARD', K_READY) + redis.call('ZCOUNT', K_DEADLINES, '-inf', now_ms())
+    if waiting >= capacity then
+      return 0
     end
   end
   local id = string.format('%016d', redis.call('INCR', K_SEQ))

@@ -48,6 +48,9 @@ class _StoredQueue:
         self._channel = self._keys.channel if channel else ""
         # Only ever goes from False to True; a plain attribute is enough for that.
         self._closed = False
+        # Waiting jobs beyond which this object refuses enqueues; 0 = unlimited. Per object:
+        # other processes' queue objects on the same name keep their own setting.
+        self._capacity = 0
 
     def __repr__(self) -> str:
         return f"<redisq.{type(self).__name__} {self._name!r}>"
@@ -89,7 +92,9 @@ class _StoredQueue:
             return self._refuse_priority(priority)
         if not -_MAX_PRIORITY <= priority <= _MAX_PRIORITY:
             return self._refuse_priority(priority)
-        result = self._run("enqueue", self.KIND, priority, payload, self._channel, job_id)
+        result = self._run(
+            "enqueue", self.KIND, priority, payload, self._channel, job_id, self._capacity
+        )
         if result == -1:
             self._runner.health.warn_once(
                 ("kind", self._name),
@@ -106,6 +111,17 @@ class _StoredQueue:
             f"priorities are integers within +-2**53",
         )
         return False
+
+    def set_capacity(self, capacity: int) -> None:
+        """Refuse enqueues through this object once ``capacity`` jobs wait (0: unlimited).
+
+        Checked inside the enqueue script, so it holds with several producers at once.
+        """
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise ValueError(
+                f"redisq: queue {self._name!r}: capacity must be an integer >= 0, got {capacity!r}"
+            )
+        self._capacity = capacity
 
     def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
         """Store ``item`` unless a job with ``job_id`` is still stored (waiting or in flight).

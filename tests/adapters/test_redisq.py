@@ -1,0 +1,324 @@
+"""redisq's own claims, each run on a real redis-server and on fakeredis (``backend`` fixture).
+
+The storage contract common to every adapter is checked by the conformance suite
+(``test_redisq_conformance.py``); outages and restarts by ``test_redisq_outages.py``. Lease expiry
+here uses the Redis server's clock and short real sleeps, on purpose: it is the production path.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import fakeredis
+import pytest
+import redis
+import redisq
+from redis.crc import key_slot
+from redisq.keys import queue_keys
+
+if TYPE_CHECKING:
+    from tests.adapters.conftest import Backend, MsClock
+
+LEASE = 0.3  # seconds; real time passes in the tests that use it
+
+
+def _raw(backend: Backend, queues: redisq.Queues) -> redis.Redis:
+    """The client under ``queues``, to look at keys directly."""
+    return queues._client  # type: ignore[return-value]
+
+
+def test_fifo_queue_hands_jobs_out_in_enqueue_order(backend: Backend) -> None:
+    q = backend.queues().new_queue("fifo")
+    items = [f"job-{i}".encode() for i in range(20)]
+    assert all(q.enqueue(item) for item in items)
+    assert [q.dequeue() for _ in items] == items
+    assert q.dequeue() is None
+
+
+def test_priority_queue_takes_lower_numbers_first_and_fifo_among_equals(backend: Backend) -> None:
+    q = backend.queues().new_priority_queue("prio")
+    jobs = [(3, b"c1"), (-7, b"neg1"), (0, b"z1"), (3, b"c2"), (-7, b"neg2"), (2**40, b"huge")]
+    jobs += [(0, b"z2"), (-(2**40), b"tiny")]
+    assert all(q.enqueue(item, priority) for priority, item in jobs)
+    expected = [b"tiny", b"neg1", b"neg2", b"z1", b"z2", b"c1", b"c2", b"huge"]
+    assert q.values() == expected
+    assert [q.dequeue() for _ in jobs] == expected
+
+
+def test_identical_payloads_are_distinct_jobs(backend: Backend) -> None:
+    q = backend.queues().new_priority_queue("same")
+    assert q.enqueue(b"x", 1) and q.enqueue(b"x", 1)
+    assert len(q) == 2
+    batch = q.dequeue_batch_with_ack_ids(5)
+    assert [item for item, _ in batch] == [b"x", b"x"]
+    assert q.acknowledge_many([ack for _, ack in batch]) == [True, True]
+
+
+def test_str_is_stored_as_utf8_and_other_types_are_refused(backend: Backend) -> None:
+    q = backend.queues().new_queue("types")
+    assert q.enqueue("grüße") and q.enqueue(bytearray(b"ba"))
+    assert q.enqueue(42) is False and q.enqueue(None) is False and q.enqueue(1.5) is False
+    assert q.dequeue() == "grüße".encode() and q.dequeue() == b"ba" and q.dequeue() is None
+
+
+def test_priority_queue_refuses_priorities_that_are_not_integers(backend: Backend) -> None:
+    q = backend.queues().new_priority_queue("bad-priority")
+    assert q.enqueue(b"a", 1.5) is False  # type: ignore[arg-type]
+    assert q.enqueue(b"a", 2**60) is False
+    assert len(q) == 0
+
+
+def test_acknowledge_removes_every_trace_of_the_job(backend: Backend) -> None:
+    queues = backend.queues()
+    q = queues.new_priority_queue("ack")
+    assert q.enqueue_dedup(b"a", "job-a", 4)
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None and taken[0] == b"a"
+    assert q.acknowledge(taken[1]) is True
+    keys = queue_keys("ack")
+    left = {key.decode() for key in _raw(backend, queues).keys("*")}
+    assert left == {keys.meta, keys.keys[-1]}  # the kind and the sequence counter only
+    assert q.dequeue_with_ack_id() is None
+
+
+def test_unknown_or_repeated_ack_id_returns_false(backend: Backend) -> None:
+    q = backend.queues().new_queue("unknown-ack")
+    assert q.enqueue(b"a")
+    assert q.acknowledge("nope") is False and q.extend_lease("nope") is False
+    assert q.acknowledge(123) is False  # type: ignore[arg-type]
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None
+    assert q.acknowledge(taken[1]) is True
+    assert q.acknowledge(taken[1]) is False
+
+
+@pytest.mark.parametrize("distributed", [False, True], ids=["plain", "distributed"])
+def test_expired_lease_returns_the_job_with_its_priority_a_new_ack_id_and_attempt_two(
+    backend: Backend, distributed: bool
+) -> None:
+    queues = backend.queues()
+    opener = queues.new_distributed_priority_queue if distributed else queues.new_priority_queue
+    q = opener("expiry", visibility_timeout=LEASE)
+    assert q.enqueue(b"first", 5) and q.enqueue(b"second", 5)
+    [(item, stale, attempts)] = q.dequeue_batch_with_attempts(1)
+    assert (item, attempts) == (b"first", 1)
+    assert q.enqueue(b"later", 5) and q.enqueue(b"urgent", -1)
+    time.sleep(LEASE + 0.1)  # let the lease expire on the Redis server's clock
+    assert q.values() == [b"urgent", b"first", b"second", b"later"]
+    taken = q.dequeue_batch_with_attempts(2)
+    assert [(item, attempts) for item, _, attempts in taken] == [(b"urgent", 1), (b"first", 2)]
+    fresh = taken[1][1]
+    assert fresh != stale
+    assert q.acknowledge(stale) is False and q.extend_lease(stale) is False
+    assert q.acknowledge(fresh) is True
+
+
+def test_extend_lease_keeps_a_job_past_its_original_deadline(backend: Backend) -> None:
+    q = backend.queues().new_queue("extend", visibility_timeout=0.4)
+    assert q.enqueue(b"a")
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None
+    time.sleep(0.25)
+    assert q.extend_lease(taken[1]) is True
+    time.sleep(0.25)  # past the first deadline, within the extended one
+    assert len(q) == 0 and q.dequeue_with_ack_id() is None
+    assert q.acknowledge(taken[1]) is True
+
+
+def test_acknowledged_job_is_never_delivered_again(backend: Backend, clock: MsClock) -> None:
+    q = backend.queues(clock).new_queue("acked", visibility_timeout=1)
+    assert q.enqueue(b"a")
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None and q.acknowledge(taken[1])
+    clock.advance(3600)
+    assert len(q) == 0 and q.values() == [] and q.dequeue_with_ack_id() is None
+
+
+def test_many_expired_leases_all_come_back_across_takes(backend: Backend, clock: MsClock) -> None:
+    q = backend.queues(clock).new_queue("many-expired", visibility_timeout=1)
+    items = [f"job-{i:03}".encode() for i in range(250)]
+    assert all(q.enqueue(item) for item in items)
+    assert len(q.dequeue_batch_with_ack_ids(250)) == 250
+    clock.advance(2)
+    assert len(q) == 250
+    again = [job for _ in range(10) for job in q.dequeue_batch_with_attempts(40)]
+    assert sorted(item for item, _, _ in again) == items
+    assert {attempts for _, _, attempts in again} == {2}
+
+
+def test_batch_take_returns_at_most_n_jobs_with_distinct_ack_ids(backend: Backend) -> None:
+    q = backend.queues().new_queue("batch")
+    assert all(q.enqueue(f"{i}") for i in range(7))
+    first = q.dequeue_batch_with_ack_ids(5)
+    second = q.dequeue_batch_with_ack_ids(5)
+    assert [len(first), len(second)] == [5, 2]
+    assert len({ack for _, ack in first + second}) == 7
+    assert q.dequeue_batch_with_ack_ids(0) == [] and q.dequeue_batch_with_ack_ids(3) == []
+    assert q.acknowledge_many([ack for _, ack in first + second]) == [True] * 7
+
+
+def test_dedup_stores_a_job_id_once_until_it_is_acknowledged(backend: Backend) -> None:
+    q = backend.queues().new_priority_queue("dedup")
+    assert q.enqueue_dedup(b"one", "job-1", 3) and q.enqueue_dedup(b"dup", "job-1", 0)
+    assert q.enqueue_dedup(b"two", "job-2", 1)
+    assert q.values() == [b"two", b"one"]
+    taken = q.dequeue_batch_with_ack_ids(2)
+    assert q.enqueue_dedup(b"dup", "job-1", 0) is True and len(q) == 0  # in flight: still there
+    assert q.acknowledge_many([ack for _, ack in taken]) == [True, True]
+    assert q.enqueue_dedup(b"again", "job-1") is True
+    assert q.values() == [b"again"]
+
+
+def test_dedup_on_a_fifo_queue_ignores_priority(backend: Backend) -> None:
+    q = backend.queues().new_queue("dedup-fifo")
+    assert q.enqueue_dedup(b"a", "x", 9) and q.enqueue_dedup(b"b", "y", -9)
+    assert q.values() == [b"a", b"b"]
+
+
+def test_len_and_values_count_expired_leases_as_waiting(backend: Backend, clock: MsClock) -> None:
+    q = backend.queues(clock).new_priority_queue("len", visibility_timeout=1)
+    assert q.enqueue(b"b", 2) and q.enqueue(b"a", 1) and q.enqueue(b"c", 3)
+    assert q.dequeue_with_ack_id() is not None
+    assert len(q) == 2 and q.values() == [b"b", b"c"]
+    clock.advance(1)
+    assert len(q) == 3 and q.values() == [b"a", b"b", b"c"]
+
+
+def test_purge_removes_waiting_jobs_and_keeps_jobs_in_flight(backend: Backend) -> None:
+    queues = backend.queues()
+    q = queues.new_queue("purge")
+    assert all(q.enqueue_dedup(f"{i}", f"job-{i}") for i in range(5))
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None
+    q.purge()
+    assert len(q) == 0 and q.values() == [] and q.dequeue() is None
+    assert q.enqueue_dedup(b"new", "job-3")  # the purged job's id is free again
+    assert q.acknowledge(taken[1]) is True
+    assert q.values() == [b"new"]
+
+
+def test_closed_queue_refuses_work_but_finishes_jobs_taken_before(backend: Backend) -> None:
+    queues = backend.queues()
+    q = queues.new_queue("closing")
+    assert q.enqueue(b"a") and q.enqueue(b"b") and q.enqueue(b"c")
+    first, second = q.dequeue_with_ack_id(), q.dequeue_with_ack_id()
+    assert first is not None and second is not None
+    q.close()
+    assert q.enqueue(b"late") is False and q.enqueue_dedup(b"late", "j") is False
+    assert q.dequeue() is None and q.dequeue_with_ack_id() is None
+    assert q.dequeue_batch_with_attempts(3) == [] and len(q) == 0 and q.values() == []
+    q.purge()  # a no-op once closed
+    assert q.extend_lease(first[1]) is True
+    assert q.acknowledge_many([first[1], second[1]]) == [True, True]
+    assert queues.new_queue("closing").values() == [b"c"]
+
+
+def test_queues_close_stops_every_queue_it_opened(backend: Backend) -> None:
+    queues = backend.queues()
+    q = queues.new_queue("owner-closed")
+    assert q.enqueue(b"a")
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None
+    queues.close()
+    queues.close()  # twice is fine
+    assert q.enqueue(b"b") is False and q.acknowledge(taken[1]) is False
+    with pytest.raises(RuntimeError, match="owner-closed"):
+        queues.new_queue("owner-closed")
+
+
+def test_queues_close_leaves_a_client_passed_in_open() -> None:
+    client = fakeredis.FakeRedis()
+    redisq.new(client).close()
+    assert client.ping() is True
+
+
+def test_opening_a_queue_as_the_other_kind_raises_an_error_naming_it(backend: Backend) -> None:
+    queues = backend.queues()
+    assert queues.new_priority_queue("kind").enqueue(b"a", 1)
+    with pytest.raises(redisq.QueueKindError, match=r"'kind' exists as a priority queue"):
+        queues.new_queue("kind")
+    with pytest.raises(redisq.QueueKindError, match=r"'kind' exists as a priority queue"):
+        queues.new_distributed_queue("kind")
+    queues.new_distributed_queue("fifo-kind")
+    with pytest.raises(redisq.QueueKindError, match=r"fifo queue.*new_queue\(\)"):
+        queues.new_priority_queue("fifo-kind")
+    assert queues.new_distributed_priority_queue("kind").values() == [b"a"]
+
+
+@pytest.mark.parametrize("name", ["a{b}c", "{", "}", "{}", "}{", "a b", "grüße ✓", "%7B", "{x}y"])
+def test_queue_names_with_any_characters_keep_all_keys_in_one_slot(
+    backend: Backend, name: str
+) -> None:
+    queues = backend.queues()
+    q = queues.new_queue(name)
+    assert q.enqueue(name) and q.values() == [name.encode()]
+    keys = queue_keys(name)
+    assert len({key_slot(key.encode()) for key in keys.keys}) == 1
+    stored = _raw(backend, queues).keys("*")
+    assert stored and all(key_slot(key) == key_slot(keys.meta.encode()) for key in stored)
+    others = ["a{b}c", "{", "}", "{}", "}{", "a b", "grüße ✓", "%7B", "{x}y"]
+    assert all(queues.new_queue(other).values() == [] for other in others if other != name)
+
+
+def test_an_empty_queue_name_is_refused(backend: Backend) -> None:
+    with pytest.raises(ValueError, match="non-empty"):
+        backend.queues().new_queue("")
+
+
+def test_eight_threads_taking_concurrently_get_every_job_exactly_once(backend: Backend) -> None:
+    queues = backend.queues()
+    producer = queues.new_priority_queue("race")
+    items = [f"job-{i}".encode() for i in range(2000)]
+    assert all(producer.enqueue(item, i % 5) for i, item in enumerate(items))
+    taken: Counter[bytes] = Counter()
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def consume(seed: int) -> None:
+        q = backend.queues().new_priority_queue("race")  # own connection, like a process
+        rng = random.Random(seed)
+        start.wait(timeout=10)
+        while batch := q.dequeue_batch_with_ack_ids(rng.randint(1, 16)):
+            assert all(q.acknowledge_many([ack for _, ack in batch]))
+            with lock:
+                taken.update(item for item, _ in batch)
+
+    threads = [threading.Thread(target=consume, args=(i,), name=f"race-{i}") for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(taken) == sorted(items) and set(taken.values()) == {1}
+    assert len(producer) == 0
+
+
+def test_set_capacity_refuses_enqueues_beyond_it(backend: Backend) -> None:
+    q = backend.queues().new_queue("capacity")
+    q.set_capacity(1)
+    assert q.enqueue(b"a") and q.enqueue(b"b") is False
+    assert q.enqueue_dedup(b"a2", "j") is False
+    with pytest.raises(ValueError, match="capacity"):
+        q.set_capacity(-1)
+
+
+def test_script_is_loaded_again_after_redis_forgot_it(backend: Backend) -> None:
+    queues = backend.queues()
+    q = queues.new_queue("noscript")
+    assert q.enqueue(b"a")
+    _raw(backend, queues).script_flush()
+    assert q.enqueue(b"b") and q.values() == [b"a", b"b"]
+
+
+def test_a_client_that_decodes_responses_is_refused() -> None:
+    with pytest.raises(ValueError, match="decode_responses=False"):
+        redisq.new(fakeredis.FakeRedis(decode_responses=True))
+
+
+def test_an_unsupported_url_is_refused_without_showing_the_password() -> None:
+    with pytest.raises(ValueError, match="redis://") as error:
+        redisq.new("http://user:secret@example.com:1234/0")
+    assert "secret" not in str(error.value)
