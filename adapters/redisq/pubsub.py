@@ -53,6 +53,8 @@ class Listener:
         self._confirmed: set[str] = set()
         self._ever_confirmed: set[str] = set()
         self._down = False
+        # Subscriptions the server confirmed so far, re-subscriptions included: grows after
+        # every reconnect, which is what tests wait for.
         self.confirmations = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -82,10 +84,20 @@ class Listener:
                 self._callbacks.pop(channel, None)
                 self._confirmed.discard(channel)
 
-    def wait_confirmations(self, more_than: int, timeout: float) -> bool:
-        """Wait until :attr:`confirmations` exceeds ``more_than`` (tests: a re-subscription)."""
+    @property
+    def connected(self) -> bool:
+        """Whether the last attempt to reach Redis worked (``True`` before the first one)."""
+        return not self._down
+
+    @property
+    def running(self) -> bool:
+        """Whether the thread ``redisq:pubsub`` is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait_for(self, predicate: Callable[[Listener], bool], timeout: float) -> bool:
+        """Wait until ``predicate(self)`` holds, re-checked on every change; for tests."""
         with self._changed:
-            return self._changed.wait_for(lambda: self.confirmations > more_than, timeout)
+            return self._changed.wait_for(lambda: predicate(self), timeout)
 
     def close(self) -> None:
         """Stop the thread and close the connection; later subscribes are ignored."""
