@@ -1,1 +1,188 @@
-"""varmq: a job-queue worker framework."""
+"""varmq: a job-queue worker framework with pluggable storage.
+
+A worker runs a function on jobs taken from bound queues: in memory (FIFO, priority), or in
+storage behind an adapter (``sqliteq``, ``redisq``) with at-least-once delivery.
+
+    import varmq
+
+    def send_email(job: varmq.Job[dict]) -> None:
+        deliver(job.data["to"])
+
+    worker = varmq.new_worker(send_email, 10)
+    queue = worker.bind_queue()
+    queue.add({"to": "a@example.com"})
+    worker.wait_until_idle()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from .errors import (
+    AcknowledgeJobError,
+    FailedToCastJobError,
+    FailedToDequeueError,
+    JobAlreadyClosedError,
+    JobCancelledError,
+    JobProcessingError,
+    LeaseLostError,
+    NotRunningWorkerError,
+    ParseJobError,
+    RunningWorkerError,
+    SameConcurrencyError,
+    VarMQError,
+    WorkerPausedError,
+    WorkerPausingError,
+    WorkerStoppedError,
+    WorkerStoppingError,
+)
+from .funcs import err_func, func, result_func
+from .group import (
+    EnqueuedErrGroupJob,
+    EnqueuedGroupJob,
+    EnqueuedResultGroupJob,
+    Item,
+    Result,
+)
+from .handles import (
+    DistributedPriorityQueue,
+    DistributedQueue,
+    PersistentPriorityQueue,
+    PersistentQueue,
+    PriorityQueue,
+    Queue,
+)
+from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, Job, JobStatus
+from .metrics import Metrics
+from .protocols import IDistributedPriorityQueue, IDistributedQueue
+from .queues import MemoryPriorityQueue, MemoryQueue
+from .registry import get_worker, workers
+from .scheduler import Status
+from .strategies import Strategy
+from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
+
+__all__ = [
+    "AcknowledgeJobError",
+    "BaseWorker",
+    "DistributedPriorityQueue",
+    "DistributedQueue",
+    "EnqueuedErrGroupJob",
+    "EnqueuedErrJob",
+    "EnqueuedGroupJob",
+    "EnqueuedJob",
+    "EnqueuedResultGroupJob",
+    "EnqueuedResultJob",
+    "ErrWorker",
+    "FailedToCastJobError",
+    "FailedToDequeueError",
+    "Item",
+    "Job",
+    "JobAlreadyClosedError",
+    "JobCancelledError",
+    "JobProcessingError",
+    "JobStatus",
+    "LeaseLostError",
+    "MemoryPriorityQueue",
+    "MemoryQueue",
+    "Metrics",
+    "NotRunningWorkerError",
+    "ParseJobError",
+    "PersistentPriorityQueue",
+    "PersistentQueue",
+    "PriorityQueue",
+    "Queue",
+    "Result",
+    "ResultWorker",
+    "RunningWorkerError",
+    "SameConcurrencyError",
+    "Status",
+    "Strategy",
+    "VarMQError",
+    "Worker",
+    "WorkerPausedError",
+    "WorkerPausingError",
+    "WorkerStoppedError",
+    "WorkerStoppingError",
+    "err_func",
+    "func",
+    "get_worker",
+    "new_distributed_priority_queue",
+    "new_distributed_queue",
+    "new_err_worker",
+    "new_result_worker",
+    "new_worker",
+    "result_func",
+    "workers",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def new_worker(
+    fn: Callable[[Job[T]], None] | Callable[[Job[T]], Awaitable[None]],
+    concurrency: int = 1,
+    **options: Any,
+) -> Worker[T]:
+    """A worker running ``fn(job)`` (plain or ``async def``) on up to ``concurrency`` jobs.
+
+    ``concurrency`` 0 or less means the CPU count. Options: ``name``, ``auto_run=True``,
+    ``strategy``, ``job_id_generator``, ``error_handler``, ``idle_worker_expiry`` (s),
+    ``min_idle_worker_ratio`` (1..100), ``poll_interval`` (s), ``payload_decoder``,
+    ``payload_encoder``, ``max_errors``, ``stopped_retention`` (s). See docs/workers.md.
+    """
+    return Worker(fn, concurrency, **options)
+
+
+def new_err_worker(
+    fn: Callable[[Job[T]], None] | Callable[[Job[T]], Awaitable[None]],
+    concurrency: int = 1,
+    **options: Any,
+) -> ErrWorker[T]:
+    """A worker whose job handles also give the exception ``fn`` raised (``err()``)."""
+    return ErrWorker(fn, concurrency, **options)
+
+
+def new_result_worker(
+    fn: Callable[[Job[T]], R] | Callable[[Job[T]], Awaitable[R]],
+    concurrency: int = 1,
+    **options: Any,
+) -> ResultWorker[T, R]:
+    """A worker whose job handles give the value ``fn`` returned (``result()``)."""
+    return ResultWorker(fn, concurrency, **options)
+
+
+def new_distributed_queue(
+    q: IDistributedQueue,
+    *,
+    job_id_generator: Callable[[], str] | None = None,
+    payload_encoder: Callable[[Any], Any] | None = None,
+    capacity: int = 0,
+) -> DistributedQueue[Any]:
+    """A producer-only handle on a distributed queue: no worker, no subscription."""
+    _require_protocol(q, IDistributedQueue, "new_distributed_queue")
+    return DistributedQueue(q, capacity, None, None, job_id_generator or _no_id, payload_encoder)
+
+
+def new_distributed_priority_queue(
+    q: IDistributedPriorityQueue,
+    *,
+    job_id_generator: Callable[[], str] | None = None,
+    payload_encoder: Callable[[Any], Any] | None = None,
+    capacity: int = 0,
+) -> DistributedPriorityQueue[Any]:
+    """A producer-only handle on a distributed priority queue."""
+    _require_protocol(q, IDistributedPriorityQueue, "new_distributed_priority_queue")
+    return DistributedPriorityQueue(
+        q, capacity, None, None, job_id_generator or _no_id, payload_encoder
+    )
+
+
+def _no_id() -> str:
+    return ""
+
+
+def _require_protocol(q: object, protocol: type, name: str) -> None:
+    if not isinstance(q, protocol):
+        raise TypeError(f"{name} needs an {protocol.__name__}, got {type(q).__name__}")

@@ -1,0 +1,160 @@
+"""Every exception varmq raises or reports, rooted at :class:`VarMQError`.
+
+State errors are raised by the worker's control methods; storage-path errors are not raised to
+the caller but reported through ``Worker.errs()`` and the ``error_handler``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AcknowledgeJobError",
+    "FailedToCastJobError",
+    "FailedToDequeueError",
+    "JobAlreadyClosedError",
+    "JobCancelledError",
+    "JobProcessingError",
+    "LeaseLostError",
+    "NotRunningWorkerError",
+    "ParseJobError",
+    "RunningWorkerError",
+    "SameConcurrencyError",
+    "VarMQError",
+    "WorkerPausedError",
+    "WorkerPausingError",
+    "WorkerStoppedError",
+    "WorkerStoppingError",
+]
+
+
+class VarMQError(Exception):
+    """Base class of every varmq error."""
+
+
+# Worker state errors: raised by start/pause/resume/stop/restart/tune_pool.
+
+
+class RunningWorkerError(VarMQError):
+    """The worker is already running."""
+
+    def __init__(self, message: str = "worker is already running") -> None:
+        super().__init__(message)
+
+
+class NotRunningWorkerError(VarMQError):
+    """The worker has not been started."""
+
+    def __init__(self, message: str = "worker is not running") -> None:
+        super().__init__(message)
+
+
+class WorkerPausedError(VarMQError):
+    """The worker is paused."""
+
+    def __init__(self, message: str = "worker is paused") -> None:
+        super().__init__(message)
+
+
+class WorkerPausingError(VarMQError):
+    """The worker is pausing: it waits for running jobs before it is paused."""
+
+    def __init__(self, message: str = "worker is pausing") -> None:
+        super().__init__(message)
+
+
+class WorkerStoppedError(VarMQError):
+    """The worker is stopped."""
+
+    def __init__(self, message: str = "worker is stopped") -> None:
+        super().__init__(message)
+
+
+class WorkerStoppingError(VarMQError):
+    """The worker is stopping: it waits for running jobs before it is stopped."""
+
+    def __init__(self, message: str = "worker is stopping") -> None:
+        super().__init__(message)
+
+
+class SameConcurrencyError(VarMQError):
+    """``tune_pool`` was asked for the concurrency the worker already has."""
+
+    def __init__(self, message: str = "worker already has the same concurrency") -> None:
+        super().__init__(message)
+
+
+# Job handle errors.
+
+
+class JobProcessingError(VarMQError):
+    """A running job cannot be closed."""
+
+    def __init__(self, job_id: str = "") -> None:
+        super().__init__(f"job {job_id!r} is processing; a running job cannot be closed")
+        self.job_id = job_id
+
+
+class JobAlreadyClosedError(VarMQError):
+    """The job was already closed (finished, cancelled or purged)."""
+
+    def __init__(self, job_id: str = "") -> None:
+        super().__init__(f"job {job_id!r} is already closed")
+        self.job_id = job_id
+
+
+class JobCancelledError(VarMQError):
+    """The job was cancelled or purged before it ran; it never will."""
+
+    def __init__(self, job_id: str = "") -> None:
+        super().__init__(f"job {job_id!r} was cancelled before it ran")
+        self.job_id = job_id
+
+
+# Storage path errors: reported through errs() and the error handler.
+
+
+class FailedToDequeueError(VarMQError):
+    """Taking jobs from a queue failed; the worker backs off and tries again."""
+
+    def __init__(self, queue: str, cause: BaseException | None = None) -> None:
+        detail = f": {cause!r}" if cause is not None else ""
+        super().__init__(f"failed to dequeue from {queue}{detail}")
+        self.queue = queue
+        self.__cause__ = cause
+
+
+class FailedToCastJobError(VarMQError):
+    """A queue handed out something that is neither a job nor job bytes."""
+
+    def __init__(self, queue: str, item: object) -> None:
+        super().__init__(f"failed to cast job from {queue}: got {type(item).__name__}")
+        self.queue = queue
+
+
+class ParseJobError(VarMQError):
+    """Job bytes taken from storage do not decode; the job is not acknowledged."""
+
+    def __init__(self, queue: str, ack_id: str, reason: str) -> None:
+        super().__init__(f"failed to parse job from {queue} (ack id {ack_id!r}): {reason}")
+        self.queue = queue
+        self.ack_id = ack_id
+
+
+class AcknowledgeJobError(VarMQError):
+    """The storage refused or failed an acknowledgement; the job may be delivered again."""
+
+    def __init__(self, job_id: str, ack_id: str, cause: BaseException | None = None) -> None:
+        detail = f": {cause!r}" if cause is not None else ""
+        super().__init__(
+            f"queue failed to acknowledge job: job_id={job_id!r}, ack_id={ack_id!r}{detail}"
+        )
+        self.job_id = job_id
+        self.ack_id = ack_id
+
+
+class LeaseLostError(VarMQError):
+    """A running job's lease could not be renewed: another consumer may run it too."""
+
+    def __init__(self, job_id: str, ack_id: str) -> None:
+        super().__init__(f"lease lost for job {job_id!r} (ack id {ack_id!r}); it may run twice")
+        self.job_id = job_id
+        self.ack_id = ack_id

@@ -1,0 +1,229 @@
+"""Jobs: what a job function receives, and the handles ``add`` returns.
+
+A :class:`Job` carries ``id``, ``data`` and ``attempt``. In-memory queues hand the job function
+the very object ``add`` returned (an :class:`EnqueuedJob` or one of its subclasses), so one
+object tracks a job from ``add`` to its outcome. Its status changes under the job's own lock,
+which is what makes cancelling a job while the worker takes it safe: exactly one of the two
+wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Generator
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .errors import JobAlreadyClosedError, JobCancelledError, JobProcessingError
+
+if TYPE_CHECKING:
+    from .group import Group
+
+__all__ = [
+    "EnqueuedErrJob",
+    "EnqueuedJob",
+    "EnqueuedResultJob",
+    "Job",
+    "JobStatus",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class JobStatus(str, Enum):
+    """Where a job is in its life."""
+
+    CREATED = "Created"
+    QUEUED = "Queued"
+    PROCESSING = "Processing"
+    FINISHED = "Finished"
+    CLOSED = "Closed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Job(Generic[T]):
+    """What a job function receives: the job's ``id``, ``data`` and delivery ``attempt``."""
+
+    __slots__ = ("attempt", "data", "id")
+
+    def __init__(self, job_id: str, data: T, attempt: int = 1) -> None:
+        self.id = job_id
+        self.data = data
+        #: 1 for the first delivery; storage adapters that count deliveries raise it.
+        self.attempt = attempt
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r}, data={self.data!r})"
+
+
+_Callback = Callable[[], None]
+
+
+class EnqueuedJob(Job[T]):
+    """Handle of a job added to an in-memory queue: wait for it, cancel it, await it."""
+
+    __slots__ = ("_callbacks", "_error", "_group", "_lock", "_status", "_value")
+
+    def __init__(self, job_id: str, data: T, group: Group | None = None) -> None:
+        super().__init__(job_id, data)
+        # Guards _status, _value, _error and _callbacks: every status change and the
+        # registration of waiters happen under it, so each transition happens once.
+        self._lock = threading.Lock()
+        self._status = JobStatus.CREATED
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._callbacks: list[_Callback] | None = None
+        self._group = group
+
+    @property
+    def status(self) -> JobStatus:
+        """The job's current :class:`JobStatus`."""
+        return self._status
+
+    def is_closed(self) -> bool:
+        """``True`` once the job ran to its end, or was cancelled or purged."""
+        return self._status is JobStatus.CLOSED
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the job is closed; ``False`` if ``timeout`` seconds passed first."""
+        if self._status is JobStatus.CLOSED:
+            return True
+        event = threading.Event()
+        if not self._add_callback(event.set):
+            return True
+        return event.wait(timeout)
+
+    def close(self) -> None:
+        """Cancel the job before it runs.
+
+        Raises :class:`JobProcessingError` if it is running and
+        :class:`JobAlreadyClosedError` if it already ended. A cancelled job stays in its queue
+        until the worker reaches it and skips it.
+        """
+        self._cancel()
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        if self._status is not JobStatus.CLOSED:
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[None] = loop.create_future()
+
+            def wake() -> None:
+                loop.call_soon_threadsafe(_resolve, future)
+
+            if self._add_callback(wake):
+                yield from future.__await__()
+        return self._awaited()
+
+    def _awaited(self) -> Any:
+        return None
+
+    # -- used by the worker and queue handles -------------------------------------------
+
+    def _add_callback(self, callback: _Callback) -> bool:
+        """Register ``callback`` for when the job closes; ``False`` if it already has."""
+        with self._lock:
+            if self._status is JobStatus.CLOSED:
+                return False
+            if self._callbacks is None:
+                self._callbacks = [callback]
+            else:
+                self._callbacks.append(callback)
+            return True
+
+    def _mark_queued(self) -> None:
+        with self._lock:
+            if self._status is JobStatus.CREATED:
+                self._status = JobStatus.QUEUED
+
+    def _claim(self) -> bool:
+        """Move to PROCESSING unless the job was cancelled; ``False`` means skip it."""
+        with self._lock:
+            if self._status is JobStatus.CLOSED:
+                return False
+            self._status = JobStatus.PROCESSING
+            return True
+
+    def _complete(self, value: Any, error: BaseException | None) -> None:
+        """Record the outcome of a run, close the job and release everyone waiting."""
+        with self._lock:
+            self._value = value
+            self._error = error
+            self._status = JobStatus.CLOSED
+            callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for callback in callbacks:
+                callback()
+        if self._group is not None:
+            self._group.member_done(self, ran=True)
+
+    def _cancel(self) -> None:
+        with self._lock:
+            if self._status is JobStatus.PROCESSING:
+                raise JobProcessingError(self.id)
+            if self._status in (JobStatus.CLOSED, JobStatus.FINISHED):
+                raise JobAlreadyClosedError(self.id)
+            self._error = JobCancelledError(self.id)
+            self._status = JobStatus.CLOSED
+            callbacks, self._callbacks = self._callbacks, None
+        if callbacks:
+            for callback in callbacks:
+                callback()
+        if self._group is not None:
+            self._group.member_done(self, ran=False)
+
+    def _wait_or_raise(self, timeout: float | None) -> None:
+        if not self.wait(timeout):
+            raise TimeoutError(f"job {self.id!r} did not finish within {timeout} s")
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class EnqueuedErrJob(EnqueuedJob[T]):
+    """Handle of a job of an err worker: also gives the job's exception."""
+
+    __slots__ = ()
+
+    def err(self, timeout: float | None = None) -> BaseException | None:
+        """Wait for the job and return the exception it raised, or ``None``.
+
+        A job cancelled or purged before it ran gives a :class:`JobCancelledError`. Raises
+        ``TimeoutError`` when ``timeout`` seconds pass first.
+        """
+        self._wait_or_raise(timeout)
+        return self._error
+
+    def _awaited(self) -> Any:
+        return self._error
+
+
+class EnqueuedResultJob(EnqueuedJob[T], Generic[T, R]):
+    """Handle of a job of a result worker: also gives the value the job returned."""
+
+    __slots__ = ()
+
+    def result(self, timeout: float | None = None) -> R:
+        """Wait for the job and return its value, or raise the exception it raised.
+
+        Like ``concurrent.futures.Future.result``: a cancelled or purged job raises
+        :class:`JobCancelledError`; ``TimeoutError`` when ``timeout`` seconds pass first.
+        """
+        self._wait_or_raise(timeout)
+        if self._error is not None:
+            raise self._error
+        value: R = self._value
+        return value
+
+    def err(self, timeout: float | None = None) -> BaseException | None:
+        """Wait for the job and return the exception it raised, or ``None``."""
+        self._wait_or_raise(timeout)
+        return self._error
+
+    def _awaited(self) -> Any:
+        return self.result()

@@ -1,0 +1,42 @@
+"""Job counters of one worker, counted in this process."""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["Metrics"]
+
+
+class Metrics:
+    """Counters of what happened to jobs in this process.
+
+    - ``submitted``: jobs this process added through the worker's handles and the storage
+      accepted (one per ``add``, one per ``add_all`` item). Jobs added by other processes are
+      not counted, though this worker may run them; so ``completed`` can exceed ``submitted``.
+    - ``successful``: job functions that returned.
+    - ``failed``: job functions that raised.
+    - ``completed``: jobs that ran and were closed (acknowledged, for storage jobs), whatever
+      their outcome. Jobs cancelled before they ran are not counted.
+    """
+
+    __slots__ = ("_lock", "completed", "failed", "submitted", "successful")
+
+    def __init__(self, lock: threading.Lock | None = None) -> None:
+        # Guards the four counters. The worker passes its own lock, under which it already
+        # is when a job finishes, so counting costs no extra lock round trip.
+        self._lock = lock if lock is not None else threading.Lock()
+        self.submitted = 0
+        self.completed = 0
+        self.successful = 0
+        self.failed = 0
+
+    def reset(self) -> None:
+        """Set every counter to zero."""
+        with self._lock:
+            self.submitted = self.completed = self.successful = self.failed = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"Metrics(submitted={self.submitted}, completed={self.completed}, "
+            f"successful={self.successful}, failed={self.failed})"
+        )

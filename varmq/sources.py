@@ -1,0 +1,260 @@
+"""A bound queue as the worker sees it: how to take jobs from it and how to finish them.
+
+:class:`MemorySource` wraps storage that holds the worker's own job objects (the in-memory
+queues, or a user's ``IQueue``). :class:`StorageSource` wraps persistent and distributed
+storage that holds JSON envelopes: it takes in batches, keeps taken jobs it could not start
+yet, backs off after errors, and acknowledges after the job ran.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import envelope
+from .errors import AcknowledgeJobError, FailedToCastJobError, FailedToDequeueError, ParseJobError
+from .job import EnqueuedJob, Job
+from .protocols import (
+    IAcknowledgeable,
+    IBatchAcknowledgeable,
+    ICountedDelivery,
+    ILeaseExtendable,
+    IMultiAcknowledgeable,
+)
+
+__all__ = ["MemorySource", "Source", "StorageJob", "StorageSource"]
+
+Report = Callable[[BaseException], None]
+Decode = Callable[[Any], Any]
+
+# Back-off after a failed take starts here and doubles up to the poll interval.
+_FIRST_BACKOFF = 0.01
+
+
+class StorageJob(Job[Any]):
+    """A job taken from storage: it carries its lease (ack id) and where it came from."""
+
+    __slots__ = ("ack_id", "renew_at", "source")
+
+    def __init__(
+        self, job_id: str, data: Any, attempt: int, ack_id: str, source: StorageSource
+    ) -> None:
+        super().__init__(job_id, data, attempt)
+        self.ack_id = ack_id
+        self.source = source
+        self.renew_at = 0.0
+
+
+class Source:
+    """Common part of every bound queue: its storage, label and bind rank."""
+
+    memory = True
+
+    def __init__(self, storage: Any, label: str, rank: int, index: int) -> None:
+        self.storage = storage
+        self.label = label
+        self.rank = rank
+        self.index = index
+
+    def has_work(self) -> bool:
+        raise NotImplementedError
+
+    def length(self) -> int:
+        raise NotImplementedError
+
+    def waiting(self) -> int:
+        """Jobs waiting to start: in storage, plus taken and not yet started."""
+        return self.length()
+
+    def usable(self, now: float) -> bool:
+        return True
+
+
+class MemorySource(Source):
+    """A queue holding the worker's job objects; taking is cheap, done under the worker lock."""
+
+    def __init__(self, storage: Any, label: str, rank: int, index: int, report: Report) -> None:
+        super().__init__(storage, label, rank, index)
+        self._report = report
+
+    def has_work(self) -> bool:
+        return len(self.storage) > 0
+
+    def length(self) -> int:
+        return len(self.storage)
+
+    def take(self, decode: Decode | None) -> Job[Any] | None:
+        """Take the next runnable job, skipping cancelled ones; ``None`` when empty."""
+        while True:
+            item = self.storage.dequeue()
+            if item is None:
+                return None
+            if isinstance(item, EnqueuedJob):
+                if item._claim():
+                    return item
+                continue
+            if isinstance(item, bytes | bytearray | str):
+                try:
+                    job_id, data = envelope.decode(item)
+                    return Job(job_id, decode(data) if decode else data)
+                except Exception as exc:
+                    self._report(ParseJobError(self.label, "", str(exc)))
+                    continue
+            self._report(FailedToCastJobError(self.label, item))
+
+
+class StorageSource(Source):
+    """A persistent or distributed queue: batch takes, leases, acknowledgement."""
+
+    memory = False
+
+    def __init__(
+        self, storage: Any, label: str, rank: int, index: int, report: Report, poll: float
+    ) -> None:
+        super().__init__(storage, label, rank, index)
+        self._report = report
+        self._poll = poll
+        self.buffer: deque[StorageJob] = deque()
+        # Storage is assumed to hold jobs until a take finds it empty.
+        self.maybe_ready = True
+        self.taking = False
+        self.empty_since = 0.0
+        self.retry_at = 0.0
+        self._backoff = 0.0
+        self.counted = isinstance(storage, ICountedDelivery)
+        self.batched = isinstance(storage, IBatchAcknowledgeable)
+        self.acked = isinstance(storage, IAcknowledgeable)
+        self.leased = isinstance(storage, ILeaseExtendable)
+        self._multi_ack = isinstance(storage, IMultiAcknowledgeable)
+        # Group commit of acknowledgements: the holder of _flush_lock sends every ack id
+        # queued so far in one acknowledge_many call; the others find their result ready.
+        self._flush_lock = threading.Lock()
+        self._ack_lock = threading.Lock()
+        self._ack_queue: list[str] = []
+        self._ack_results: dict[str, bool | BaseException] = {}
+
+    # -- selection ----------------------------------------------------------------------
+
+    def has_work(self) -> bool:
+        return bool(self.buffer) or (self.maybe_ready and not self.taking)
+
+    def usable(self, now: float) -> bool:
+        return bool(self.buffer) or self.retry_at <= now
+
+    def length(self) -> int:
+        try:
+            return len(self.storage) + len(self.buffer)
+        except Exception:
+            return len(self.buffer)
+
+    def lease_seconds(self) -> float:
+        if not self.leased:
+            return 0.0
+        try:
+            return float(self.storage.lease_seconds)
+        except Exception:
+            return 0.0
+
+    # -- taking -------------------------------------------------------------------------
+
+    def take(self, n: int, decode: Decode | None) -> tuple[int, list[StorageJob]]:
+        """Take up to ``n`` jobs: ``(how many the storage handed out, the decoded jobs)``.
+
+        A storage error starts a back-off (``retry_at``), is reported, and gives ``(0, [])``.
+        """
+        try:
+            deliveries = self._take_raw(n)
+        except Exception as exc:
+            self._fail(exc)
+            return 0, []
+        self._backoff = 0.0
+        self.retry_at = 0.0
+        jobs: list[StorageJob] = []
+        for item, ack_id, attempt in deliveries:
+            job = self._decode(item, ack_id, attempt, decode)
+            if job is not None:
+                jobs.append(job)
+        return len(deliveries), jobs
+
+    def _take_raw(self, n: int) -> Sequence[tuple[Any, str, int]]:
+        storage = self.storage
+        if self.counted:
+            return [(i, a, int(n_)) for i, a, n_ in storage.dequeue_batch_with_attempts(n)]
+        if self.batched:
+            return [(i, a, 1) for i, a in storage.dequeue_batch_with_ack_ids(n)]
+        if self.acked:
+            got = storage.dequeue_with_ack_id()
+            return [] if got is None else [(got[0], got[1], 1)]
+        item = storage.dequeue()
+        return [] if item is None else [(item, "", 1)]
+
+    def _fail(self, exc: BaseException) -> None:
+        self._backoff = min(max(self._backoff * 2, _FIRST_BACKOFF), self._poll)
+        self.retry_at = time.monotonic() + self._backoff
+        self._report(FailedToDequeueError(self.label, exc))
+
+    def _decode(
+        self, item: Any, ack_id: str, attempt: int, decode: Decode | None
+    ) -> StorageJob | None:
+        if not isinstance(item, bytes | bytearray | memoryview | str):
+            self._report(FailedToCastJobError(self.label, item))
+            return None
+        try:
+            job_id, data = envelope.decode(item)
+            if decode is not None:
+                data = decode(data)
+        except Exception as exc:
+            # Not acknowledged: the lease runs out and the storage decides what comes next.
+            self._report(ParseJobError(self.label, ack_id, str(exc)))
+            return None
+        return StorageJob(job_id, data, attempt, ack_id, self)
+
+    # -- finishing ------------------------------------------------------------------------
+
+    def ack(self, job: StorageJob) -> None:
+        """Acknowledge a finished job; failures are reported as AcknowledgeJobError."""
+        if not job.ack_id or not self.acked:
+            return
+        if self._multi_ack:
+            outcome = self._ack_grouped(job.ack_id)
+        else:
+            try:
+                outcome = bool(self.storage.acknowledge(job.ack_id))
+            except Exception as exc:
+                outcome = exc
+        if outcome is True:
+            return
+        cause = outcome if isinstance(outcome, BaseException) else None
+        self._report(AcknowledgeJobError(job.id, job.ack_id, cause))
+
+    def _ack_grouped(self, ack_id: str) -> bool | BaseException:
+        with self._ack_lock:
+            self._ack_queue.append(ack_id)
+        with self._flush_lock:
+            with self._ack_lock:
+                if ack_id in self._ack_results:
+                    return self._ack_results.pop(ack_id)
+                batch, self._ack_queue = self._ack_queue, []
+            try:
+                results: list[bool | BaseException] = [
+                    bool(r) for r in self.storage.acknowledge_many(batch)
+                ]
+                if len(results) != len(batch):
+                    raise RuntimeError(
+                        f"acknowledge_many returned {len(results)} results for {len(batch)} ids"
+                    )
+            except Exception as exc:
+                results = [exc] * len(batch)
+            with self._ack_lock:
+                for other, result in zip(batch, results, strict=True):
+                    self._ack_results[other] = result
+                return self._ack_results.pop(ack_id)
+
+    def extend(self, job: StorageJob) -> bool:
+        try:
+            return bool(self.storage.extend_lease(job.ack_id))
+        except Exception:
+            return False

@@ -1,0 +1,73 @@
+"""Picking among several bound queues."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from enum import Enum
+from typing import Protocol, TypeVar
+
+__all__ = ["Strategy", "pick"]
+
+
+class Strategy(str, Enum):
+    """How a worker with several queues chooses the next one to take from.
+
+    - ``PRIORITY`` (default): the first queue with jobs, by the ``priority=`` given when
+      binding (lower first; equal priorities in bind order).
+    - ``ROUND_ROBIN``: the next queue with jobs after the last one picked.
+    - ``MAX_LEN``: the queue with the most jobs waiting.
+    - ``MIN_LEN``: the queue with the fewest jobs waiting, among queues with any.
+    """
+
+    PRIORITY = "priority"
+    ROUND_ROBIN = "round_robin"
+    MAX_LEN = "max_len"
+    MIN_LEN = "min_len"
+
+
+class _Candidate(Protocol):
+    def has_work(self) -> bool: ...
+
+    def length(self) -> int: ...
+
+
+C = TypeVar("C", bound=_Candidate)
+
+
+def pick(
+    strategy: Strategy, sources: Sequence[C], cursor: int, usable: Callable[[C], bool]
+) -> tuple[C | None, int]:
+    """Choose a source that has work; returns it (or ``None``) and the new round-robin cursor.
+
+    ``sources`` are in bind-priority order. ``usable`` filters out sources that may not be
+    taken from now (backing off after an error). Length strategies ask each candidate for
+    its length, which for storage is a round trip: that is the price of choosing them.
+    """
+    if strategy is Strategy.ROUND_ROBIN:
+        count = len(sources)
+        for step in range(1, count + 1):
+            index = (cursor + step) % count
+            source = sources[index]
+            if usable(source) and source.has_work():
+                return source, index
+        return None, cursor
+    if strategy is Strategy.MAX_LEN or strategy is Strategy.MIN_LEN:
+        best: C | None = None
+        best_len = 0
+        for source in sources:
+            if not (usable(source) and source.has_work()):
+                continue
+            size = source.length()
+            if size <= 0:
+                continue
+            if (
+                best is None
+                or (strategy is Strategy.MAX_LEN and size > best_len)
+                or (strategy is Strategy.MIN_LEN and size < best_len)
+            ):
+                best, best_len = source, size
+        return best, cursor
+    for source in sources:
+        if usable(source) and source.has_work():
+            return source, cursor
+    return None, cursor
