@@ -35,12 +35,19 @@ def fill(path: Path, name: str, count: int) -> set[str]:
     return {f"job-{i}" for i in range(count)}
 
 
-def drain(q: sqliteq.Queue, batch: int) -> list[str]:
-    """Take and acknowledge until a take comes back empty."""
+def drain(q: sqliteq.Queue, batch: int, together: threading.Barrier) -> list[str]:
+    """Take and acknowledge until a take comes back empty.
+
+    After its first take each thread waits at ``together``: all of them hold leases at once, so
+    the takes really overlapped (left alone, one thread may drain a small queue by itself).
+    """
     seen = []
-    while taken := q.dequeue_batch_with_ack_ids(batch):
+    taken = q.dequeue_batch_with_ack_ids(batch)
+    together.wait(WAIT)
+    while taken:
         assert all(q.acknowledge_many([ack for _, ack in taken]))
         seen.extend(data.decode() for data, _ in taken)
+        taken = q.dequeue_batch_with_ack_ids(batch)
     return seen
 
 
@@ -54,7 +61,7 @@ def test_eight_threads_take_every_job_exactly_once_without_lock_errors(
     path = tmp_path / "jobs.db"
     expected = fill(path, "work", 2000)
     opened = [sqliteq.new(path) for _ in range(1 if shared else 8)]
-    start = threading.Barrier(8)
+    start, together = threading.Barrier(8), threading.Barrier(8)
     results: list[list[str]] = [[] for _ in range(8)]
     errors: list[BaseException] = []
 
@@ -62,7 +69,7 @@ def test_eight_threads_take_every_job_exactly_once_without_lock_errors(
         try:
             q = opened[index % len(opened)].new_queue("work")
             start.wait(WAIT)
-            results[index] = drain(q, batch=1 + index % 4)
+            results[index] = drain(q, 1 + index % 4, together)
         except BaseException as exc:  # reported below, not lost in the thread
             errors.append(exc)
 
@@ -78,7 +85,7 @@ def test_eight_threads_take_every_job_exactly_once_without_lock_errors(
     assert caplog.records == []  # no "database is locked", no failed take
     taken = Counter(job for result in results for job in result)
     assert set(taken) == expected and max(taken.values()) == 1
-    assert sum(1 for r in results if r) > 1  # the threads really shared the work
+    assert all(results)
 
 
 def test_a_take_that_cannot_get_the_write_lock_returns_nothing_and_warns_once(
@@ -113,12 +120,17 @@ import sqliteq
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 queues = sqliteq.new(sys.argv[1])
 q = queues.new_queue("shared")
+batch = int(sys.argv[2])
 print("ready", flush=True)
-sys.stdin.readline()  # wait for "go" so that both processes take at the same time
-while taken := q.dequeue_batch_with_ack_ids(int(sys.argv[2])):
+sys.stdin.readline()  # "go": both processes start taking together
+taken = q.dequeue_batch_with_ack_ids(batch)
+print("took", len(taken), flush=True)
+sys.stdin.readline()  # "go" again once both hold leased jobs at the same time
+while taken:
     assert all(q.acknowledge_many([ack for _, ack in taken]))
     for data, _ in taken:
         print(data.decode())
+    taken = q.dequeue_batch_with_ack_ids(batch)
 queues.close()
 """
 
@@ -146,6 +158,15 @@ def test_two_processes_take_every_job_exactly_once(tmp_path: Path) -> None:
             assert child.stdin is not None
             child.stdin.write("go\n")
             child.stdin.flush()
+        # Both hold leases at once: the takes really overlapped. (Left alone, one process can
+        # drain a small queue while the other sleeps in SQLite's busy handler.)
+        for child in children:
+            assert child.stdout is not None and child.stdin is not None
+            assert child.stdout.readline().split()[0] == "took"
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
         for child in children:
             out, err = child.communicate(timeout=60)
             assert child.returncode == 0, err
@@ -157,7 +178,7 @@ def test_two_processes_take_every_job_exactly_once(tmp_path: Path) -> None:
                 child.kill()
     taken = Counter(job for out in outputs for job in out)
     assert set(taken) == expected and max(taken.values()) == 1
-    assert all(outputs), "one process took nothing: they did not run concurrently"
+    assert all(outputs)
 
 
 # --- notifications -------------------------------------------------------------------------------
