@@ -771,10 +771,93 @@ class QueueConformance:
 
     # -- the worker on this storage ----------------------------------------------------------------
 
-    # WORKER TESTS GO HERE. The core team adds them once varmq's Worker exists, e.g.
-    # "a worker drains 10,000 jobs from it exactly once" for each kind: open a queue through the
-    # harness, bind it to a worker, add the jobs, wait for the worker's own completion signal,
-    # and check that every job id was run once and len(q) == 0.
+    # The worker on this storage: what a user of the storage sees end to end. Jobs are added
+    # through the worker's handle (JSON envelopes), run once each, and acknowledged.
 
-    def test_worker_drains_ten_thousand_jobs_exactly_once(self, harness: StorageHarness) -> None:
-        pytest.skip("placeholder: written by the core team once varmq's Worker exists")
+    @_kinds(ALL_KINDS)
+    def test_worker_drains_ten_thousand_jobs_exactly_once(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        import varmq  # the suite's other tests need only the protocols
+
+        q = self.open(harness, kind)
+        total = 10_000
+        seen: list[int] = []
+        seen_lock = threading.Lock()
+
+        def record(job: varmq.Job[int]) -> None:
+            with seen_lock:
+                seen.append(job.data)
+
+        worker = varmq.new_worker(record, 8, auto_run=False)
+        handle = _bind(worker, q, kind)
+        for i in range(total):
+            assert handle.add(i, i % 7) if kind.priority else handle.add(i)
+        worker.start()
+        try:
+            assert worker.wait(timeout=120), "the worker did not drain the queue"
+        finally:
+            worker.stop_and_wait(timeout=WAIT)
+        assert sorted(seen) == list(range(total))
+        assert len(q) == 0
+        assert worker.errs().empty(), list(worker.errs().queue)[:3]
+
+    @_kinds(ALL_KINDS)
+    def test_worker_bound_after_start_runs_jobs_already_stored(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        import varmq
+
+        name = _fresh_name()
+        stored = self.open(harness, QueueKind(kind.priority, True), name)
+        if kind.priority:
+            assert varmq.new_distributed_priority_queue(stored).add("early", 1)
+        else:
+            assert varmq.new_distributed_queue(stored).add("early")
+        done = threading.Event()
+        worker = varmq.new_worker(lambda job: done.set(), 2, poll_interval=60.0)
+        try:
+            _bind(worker, self.open(harness, kind, name), kind)
+            assert done.wait(WAIT), "a job stored before the bind was not run"
+        finally:
+            worker.stop_and_wait(timeout=WAIT)
+
+    def test_worker_acknowledges_only_after_the_function_returned(
+        self, harness: StorageHarness
+    ) -> None:
+        import varmq
+
+        kind = QueueKind(False, False)
+        name = _fresh_name()
+        q = self.open(harness, kind, name)
+        observer = self.open(harness, kind, name)
+        started, release = threading.Event(), threading.Event()
+
+        def hold(job: varmq.Job[str]) -> None:
+            started.set()
+            release.wait(WAIT)
+
+        worker = varmq.new_worker(hold, 1)
+        try:
+            assert worker.with_persistent_queue(q).add("x")
+            assert started.wait(WAIT)
+            # Running and unacknowledged: in flight, so neither waiting nor takeable.
+            assert len(observer) == 0 and observer.dequeue_with_ack_id() is None
+            release.set()
+            assert worker.wait(WAIT)
+        finally:
+            release.set()
+            worker.stop_and_wait(timeout=WAIT)
+        assert worker.metrics.completed == 1 and worker.errs().empty()
+        assert observer.dequeue_with_ack_id() is None
+
+
+def _bind(worker: Any, q: Any, kind: QueueKind) -> Any:
+    """Bind ``q`` to ``worker`` with the ``with_*`` method of its kind."""
+    if kind.distributed:
+        if kind.priority:
+            return worker.with_distributed_priority_queue(q)
+        return worker.with_distributed_queue(q)
+    if kind.priority:
+        return worker.with_persistent_priority_queue(q)
+    return worker.with_persistent_queue(q)
