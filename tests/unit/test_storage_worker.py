@@ -196,7 +196,8 @@ def test_take_errors_back_off_and_are_reported_once_per_step(storage, workers) -
     worker.with_persistent_queue(q)
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline and not ran.is_set():
-        worker.num_pending  # len() says a job waits while takes fail: no busy loop follows
+        # len() says a job waits while every take fails: still no busy loop.
+        assert worker.num_pending == 1
         time.sleep(0.05)
     reported = errors_of(worker)
     # Back-off 0.01, 0.02, ... capped at the poll interval: about 10 tries in a second.
