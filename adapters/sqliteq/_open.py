@@ -42,6 +42,7 @@ def open_database(path: str, *, synchronous: str, busy_timeout: float) -> sqlite
         if str(mode).lower() != "wal":
             raise RefusedDatabaseError(path, f"cannot be switched to WAL mode (got {mode!r})")
         conn.execute(_sql.SET_SYNCHRONOUS.format(level=synchronous))
+        conn.execute(_sql.SET_TEMP_STORE_MEMORY)
         _migrate(conn, path)
     except sqlite3.Error as exc:
         conn.close()

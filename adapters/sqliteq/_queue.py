@@ -139,7 +139,7 @@ class StoredQueue:
             if row is None:
                 return None
             if not self._remove_on_complete:
-                self._prune(conn, now)
+                self._keep_done(conn, now, 1)
             return bytes(row[0])
 
         return self._db.write("take", body, None)
@@ -166,7 +166,7 @@ class StoredQueue:
                 params = {"token": ack_id, "queue": self._name, "now": now}
                 results.append(conn.execute(statement, params).rowcount == 1)
             if not self._remove_on_complete and any(results):
-                self._prune(conn, now)
+                self._keep_done(conn, now, sum(results))
             return results
 
         return self._db.write("acknowledge", body, refused)
@@ -182,11 +182,22 @@ class StoredQueue:
 
         return self._db.write("extend_lease", body, False)
 
-    def _prune(self, conn: sqlite3.Connection, now: int) -> None:
-        """Drop completed jobs beyond the retention bounds (inside the caller's transaction)."""
+    def _keep_done(self, conn: sqlite3.Connection, now: int, added: int) -> None:
+        """Count ``added`` completed jobs and drop those beyond the retention bounds.
+
+        Runs inside the caller's transaction. The kept count lives in ``queues.done``, so this
+        costs O(jobs dropped), not O(jobs kept).
+        """
+        queue = {"queue": self._name}
+        before = int(conn.execute(_sql.DONE_COUNT, queue).fetchone()[0])
+        kept = before + added
         cutoff = now - self._completed_max_age_ms
-        conn.execute(_sql.PRUNE_DONE_BY_AGE, {"queue": self._name, "cutoff": cutoff})
-        conn.execute(_sql.PRUNE_DONE_BY_COUNT, {"queue": self._name, "keep": self._completed_limit})
+        kept -= conn.execute(_sql.PRUNE_DONE_BY_AGE, {**queue, "cutoff": cutoff}).rowcount
+        excess = kept - self._completed_limit
+        if excess > 0:
+            kept -= conn.execute(_sql.PRUNE_DONE_OLDEST, {**queue, "excess": excess}).rowcount
+        if kept != before:
+            conn.execute(_sql.ADD_DONE, {**queue, "delta": kept - before})
 
     # --- looking -------------------------------------------------------------------------------
 

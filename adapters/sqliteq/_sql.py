@@ -5,9 +5,10 @@ relies on. Parameters are always bound by name (``:queue``, ``:now``), never int
 a queue name may be any text.
 
 Layout (schema version 1)
-    ``queues``  one row per queue name: its kind (``fifo`` or ``priority``) and ``enqueued``, a
-                counter bumped in every enqueue transaction; the watcher thread compares it to
-                tell subscribers that a job was added.
+    ``queues``  one row per queue name: its kind (``fifo`` or ``priority``); ``enqueued``, a
+                counter bumped in every enqueue transaction (the watcher thread compares it to
+                tell subscribers that a job was added); ``done``, how many completed jobs of
+                the queue are kept (remove_on_complete=False), so retention needs no count.
     ``jobs``    one row per job of every queue. ``state`` is ``ready``, ``leased`` or ``done``.
                 A job is *takeable* when it is ready and ``available_at <= now``, or leased with
                 ``lease_until <= now`` (an expired lease). Times are integer milliseconds from
@@ -19,11 +20,13 @@ Invariants
       so an older token never matches again (fencing).
     - A take never changes ``priority`` or ``id``: an expired job keeps its place in line.
     - ``enqueued`` of a queue only grows.
+    - ``done`` of a queue equals its number of rows with ``state = 'done'``.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "SET_TEMP_STORE_MEMORY",
     "QUICK_CHECK",
     "SET_QUERY_ONLY",
     "SYNCHRONOUS_LEVELS",
@@ -43,7 +46,9 @@ __all__ = [
     "EXTEND_LEASE",
     "MIGRATIONS",
     "PRUNE_DONE_BY_AGE",
-    "PRUNE_DONE_BY_COUNT",
+    "PRUNE_DONE_OLDEST",
+    "DONE_COUNT",
+    "ADD_DONE",
     "PURGE_TAKEABLE",
     "QUEUE_COUNTER",
     "QUEUE_COUNTERS",
@@ -70,7 +75,8 @@ _CREATE_QUEUES = """
 CREATE TABLE queues (
     name     TEXT    PRIMARY KEY,
     kind     TEXT    NOT NULL CHECK (kind IN ('fifo', 'priority')),
-    enqueued INTEGER NOT NULL DEFAULT 0
+    enqueued INTEGER NOT NULL DEFAULT 0,
+    done     INTEGER NOT NULL DEFAULT 0
 )"""
 
 _CREATE_JOBS = """
@@ -217,15 +223,20 @@ VALUES_TAKEABLE = f"SELECT data FROM jobs WHERE {_TAKEABLE} ORDER BY priority, i
 # jobs_claim. Leased jobs stay, so that their workers can still acknowledge them.
 PURGE_TAKEABLE = f"DELETE FROM jobs WHERE {_TAKEABLE}"
 
-# jobs_done: completed jobs finished before :cutoff.
+# queues primary key.
+DONE_COUNT = "SELECT done FROM queues WHERE name = :queue"
+# queues primary key.
+ADD_DONE = "UPDATE queues SET done = done + :delta WHERE name = :queue"
+
+# jobs_done, a range from the oldest: completed jobs finished before :cutoff.
 PRUNE_DONE_BY_AGE = """
 DELETE FROM jobs WHERE queue = :queue AND state = 'done' AND finished_at < :cutoff"""
 
-# jobs_done, newest first: every completed job beyond the :keep newest.
-PRUNE_DONE_BY_COUNT = """
+# jobs_done, from the oldest: the :excess oldest completed jobs.
+PRUNE_DONE_OLDEST = """
 DELETE FROM jobs WHERE id IN (
     SELECT id FROM jobs WHERE queue = :queue AND state = 'done'
-    ORDER BY finished_at DESC, id DESC LIMIT -1 OFFSET :keep
+    ORDER BY finished_at, id LIMIT :excess
 )"""
 
 # --- connection settings ---------------------------------------------------------------------
@@ -235,6 +246,9 @@ SET_JOURNAL_WAL = "PRAGMA journal_mode = WAL"
 # Per connection; the value is checked against SYNCHRONOUS_LEVELS before formatting.
 SET_SYNCHRONOUS = "PRAGMA synchronous = {level}"
 SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
+# Per connection. The claim's "id IN (subquery)" builds a small ephemeral table; in the default
+# temp store each one opens a temporary file, which made a take ten times slower.
+SET_TEMP_STORE_MEMORY = "PRAGMA temp_store = MEMORY"
 # The watcher's connection only reads.
 SET_QUERY_ONLY = "PRAGMA query_only = ON"
 # Reads every page once; the last step of deciding that a file is safe to open.

@@ -366,6 +366,7 @@ def test_completed_jobs_are_kept_up_to_the_retention_limit(
         assert taken is not None and q.acknowledge(taken[1])
     kept = rows(db_path, "SELECT data FROM jobs WHERE state = 'done' ORDER BY id")
     assert [bytes(r[0]) for r in kept] == [b"7", b"8", b"9", b"10", b"11"]
+    assert rows(db_path, "SELECT done FROM queues WHERE name = 'kept'") == [(5,)]
     assert len(q) == 0 and q.dequeue() is None
 
 
@@ -381,6 +382,7 @@ def test_completed_jobs_older_than_the_age_limit_are_dropped(
     assert taken is not None and q.acknowledge(taken[1])
     kept = rows(db_path, "SELECT data, attempts FROM jobs WHERE state = 'done'")
     assert [(bytes(d), a) for d, a in kept] == [(b"new", 1)]
+    assert rows(db_path, "SELECT done FROM queues WHERE name = 'kept'") == [(1,)]
 
 
 def test_retention_of_one_queue_leaves_other_queues_alone(
@@ -395,6 +397,7 @@ def test_retention_of_one_queue_leaves_other_queues_alone(
         assert taken is not None and q.acknowledge(taken[1])
     done = rows(db_path, "SELECT queue, count(*) FROM jobs WHERE state = 'done' GROUP BY queue")
     assert done == [("a", 1), ("b", 2)]
+    assert rows(db_path, "SELECT name, done FROM queues ORDER BY name") == done
 
 
 # --- options -----------------------------------------------------------------------------------
