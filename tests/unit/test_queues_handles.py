@@ -1,0 +1,284 @@
+"""In-memory queue handles on every worker kind: add, add_all, len, capacity, purge, close."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import varmq
+
+WAIT = 10.0
+
+KINDS = {
+    "worker": (varmq.new_worker, varmq.EnqueuedJob, varmq.EnqueuedGroupJob),
+    "err": (varmq.new_err_worker, varmq.EnqueuedErrJob, varmq.EnqueuedErrGroupJob),
+    "result": (varmq.new_result_worker, varmq.EnqueuedResultJob, varmq.EnqueuedResultGroupJob),
+}
+QUEUES = ["fifo", "priority"]
+
+every_handle = pytest.mark.parametrize(
+    ("kind", "queue_kind"),
+    [(k, q) for k in KINDS for q in QUEUES],
+    ids=[f"{k}-{q}" for k in KINDS for q in QUEUES],
+)
+
+
+def bind(worker: Any, queue_kind: str, **options: Any) -> Any:
+    if queue_kind == "fifo":
+        return worker.bind_queue(**options)
+    return worker.bind_priority_queue(**options)
+
+
+def add(queue: Any, data: Any, priority: int = 0) -> Any:
+    if isinstance(queue, varmq.PriorityQueue):
+        return queue.add(data, priority)
+    return queue.add(data)
+
+
+def make(kind: str, fn: Any = None, **options: Any) -> Any:
+    constructor = KINDS[kind][0]
+    return constructor(fn or (lambda job: job.data), **options)
+
+
+@every_handle
+def test_add_returns_a_job_handle_and_the_worker_runs_it(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    queue = bind(worker, queue_kind)
+    assert isinstance(queue, varmq.Queue if queue_kind == "fifo" else varmq.PriorityQueue)
+    job = add(queue, "x")
+    assert isinstance(job, KINDS[kind][1])
+    assert job.status is varmq.JobStatus.QUEUED
+    assert len(queue) == 1
+    assert worker.num_pending == 1
+    worker.start()
+    assert job.wait(WAIT)
+    assert job.is_closed()
+    assert job.status is varmq.JobStatus.CLOSED
+    assert worker.wait(WAIT)
+    assert len(queue) == 0
+    assert worker.num_pending == 0
+
+
+@every_handle
+def test_queue_worker_is_the_bound_worker(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    assert bind(worker, queue_kind).worker is worker
+
+
+@every_handle
+def test_binding_leaves_a_started_worker_idle(kind: str, queue_kind: str) -> None:
+    worker = make(kind)
+    bind(worker, queue_kind)
+    assert worker.status is varmq.Status.IDLE
+
+
+@every_handle
+def test_capacity_refuses_adds_once_full(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    queue = bind(worker, queue_kind, capacity=2)
+    assert not queue.is_full()
+    assert add(queue, 1) is not None
+    assert not queue.is_full()
+    assert add(queue, 2) is not None
+    assert queue.is_full()
+    assert add(queue, 3) is None
+    assert len(queue) == 2
+    assert worker.metrics.submitted == 2
+
+
+@every_handle
+def test_capacity_frees_up_as_the_worker_takes_jobs(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    queue = bind(worker, queue_kind, capacity=2)
+    jobs = [add(queue, 1), add(queue, 2)]
+    worker.start()
+    assert all(job.wait(WAIT) for job in jobs)
+    assert not queue.is_full()
+    assert add(queue, 3) is not None
+
+
+@every_handle
+def test_add_all_beyond_capacity_stores_only_what_fits(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    queue = bind(worker, queue_kind, capacity=2)
+    group = queue.add_all([1, 2, 3, 4])
+    assert isinstance(group, KINDS[kind][2])
+    assert len(queue) == 2
+    assert group.num_pending() == 2
+    assert worker.metrics.submitted == 2
+    worker.start()
+    assert group.wait(WAIT)
+    assert group.num_pending() == 0
+
+
+@every_handle
+def test_no_capacity_is_unlimited_and_never_full(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    unlimited = bind(worker, queue_kind)
+    zero = bind(worker, queue_kind, capacity=0)
+    for i in range(100):
+        assert add(unlimited, i) is not None
+        assert add(zero, i) is not None
+    assert len(unlimited) == len(zero) == 100
+    assert not unlimited.is_full()
+    assert not zero.is_full()
+
+
+@every_handle
+def test_purge_empties_the_queue_and_cancels_the_purged_jobs(kind: str, queue_kind: str) -> None:
+    ran: list[Any] = []
+    worker = make(kind, lambda job: ran.append(job.data), auto_run=False)
+    queue = bind(worker, queue_kind)
+    jobs = [add(queue, i) for i in range(5)]
+    queue.purge()
+    assert len(queue) == 0
+    assert worker.num_pending == 0
+    assert all(job.is_closed() for job in jobs)
+    assert all(job.wait(0) for job in jobs)
+    if kind == "err":
+        assert all(isinstance(job.err(), varmq.JobCancelledError) for job in jobs)
+    if kind == "result":
+        for job in jobs:
+            with pytest.raises(varmq.JobCancelledError):
+                job.result()
+    worker.start()
+    later = add(queue, "later")
+    assert later.wait(WAIT)
+    assert worker.wait(WAIT)
+    assert ran == ["later"]
+    assert worker.metrics.completed == 1
+
+
+@every_handle
+def test_purge_counts_purged_group_members_as_done(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    queue = bind(worker, queue_kind)
+    group = queue.add_all([1, 2, 3])
+    queue.purge()
+    assert group.num_pending() == 0
+    assert group.wait(0)
+
+
+@every_handle
+def test_close_refuses_new_adds_but_queued_jobs_still_run(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    queue = bind(worker, queue_kind)
+    jobs = [add(queue, i) for i in range(3)]
+    queue.close()
+    assert add(queue, "refused") is None
+    assert len(queue) == 3
+    worker.start()
+    assert all(job.wait(WAIT) for job in jobs)
+    assert worker.wait(WAIT)
+    assert len(queue) == 0
+    assert worker.is_active, "closing a queue does not stop the worker"
+    assert worker.metrics.submitted == 3
+
+
+@every_handle
+def test_add_all_counts_pending_members_and_runs_them(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    queue = bind(worker, queue_kind)
+    group = queue.add_all([varmq.Item("a"), "b", varmq.Item("c", priority=3, id="c-id")])
+    assert len(queue) == 3
+    assert group.num_pending() == 3
+    assert [job.data for job in group.jobs] == ["a", "b", "c"]
+    assert group.jobs[2].id == "c-id"
+    assert worker.metrics.submitted == 3
+    worker.start()
+    assert group.wait(WAIT)
+    assert group.num_pending() == 0
+    assert len(queue) == 0
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_result_of_each_job_on_a_priority_queue(kind: str) -> None:
+    def double(job: varmq.Job[int]) -> int:
+        if job.data < 0:
+            raise ValueError(f"negative: {job.data}")
+        return job.data * 2
+
+    worker = make(kind, double)
+    queue = worker.bind_priority_queue()
+    jobs = {p: queue.add(p, p) for p in (1, 5, 10, -1)}
+    assert worker.wait(WAIT)
+    if kind == "result":
+        assert {p: jobs[p].result() for p in (1, 5, 10)} == {1: 2, 5: 10, 10: 20}
+        with pytest.raises(ValueError, match="negative: -1"):
+            jobs[-1].result()
+    if kind == "err":
+        assert [jobs[p].err() for p in (1, 5, 10)] == [None, None, None]
+        assert str(jobs[-1].err()) == "negative: -1"
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_priority_queue_runs_lower_numbers_first_and_fifo_among_equals(
+    kind: str, recorder: Any
+) -> None:
+    worker = make(kind, recorder.fn, auto_run=False)
+    queue = worker.bind_priority_queue()
+    for data, priority in [("c1", 10), ("a1", 1), ("b1", 5), ("a2", 1), ("c2", 10), ("b2", 5)]:
+        queue.add(data, priority)
+    worker.start()
+    assert worker.wait(WAIT)
+    assert recorder.ran == ["a1", "a2", "b1", "b2", "c1", "c2"]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_fifo_queue_runs_jobs_in_the_order_added(kind: str, recorder: Any) -> None:
+    worker = make(kind, recorder.fn, auto_run=False)
+    queue = worker.bind_queue()
+    for i in range(50):
+        queue.add(i)
+    worker.start()
+    assert worker.wait(WAIT)
+    assert recorder.ran == list(range(50))
+
+
+def test_add_all_on_a_priority_queue_uses_item_priorities(recorder: Any) -> None:
+    worker = varmq.new_worker(recorder.fn, auto_run=False)
+    queue = worker.bind_priority_queue()
+    queue.add_all([varmq.Item("late", priority=9), varmq.Item("early", priority=-2), "zero"])
+    worker.start()
+    assert worker.wait(WAIT)
+    assert recorder.ran == ["early", "zero", "late"]
+
+
+def test_add_all_on_a_fifo_queue_ignores_item_priorities(recorder: Any) -> None:
+    worker = varmq.new_worker(recorder.fn, auto_run=False)
+    queue = worker.bind_queue()
+    queue.add_all([varmq.Item("first", priority=9), varmq.Item("second", priority=-2)])
+    worker.start()
+    assert worker.wait(WAIT)
+    assert recorder.ran == ["first", "second"]
+
+
+@pytest.mark.parametrize("queue_kind", QUEUES)
+def test_with_queue_binds_the_callers_storage(queue_kind: str, recorder: Any) -> None:
+    worker = varmq.new_worker(recorder.fn, auto_run=False)
+    if queue_kind == "fifo":
+        storage: Any = varmq.MemoryQueue()
+        queue = worker.with_queue(storage)
+    else:
+        storage = varmq.MemoryPriorityQueue()
+        queue = worker.with_priority_queue(storage)
+    add(queue, "mine")
+    assert len(storage) == 1
+    worker.start()
+    assert worker.wait(WAIT)
+    assert recorder.ran == ["mine"]
+    assert len(storage) == 0
+
+
+def test_num_pending_sums_every_bound_queue(recorder: Any) -> None:
+    worker = varmq.new_worker(recorder.fn, auto_run=False)
+    a, b = worker.bind_queue(), worker.bind_priority_queue()
+    for i in range(3):
+        a.add(i)
+    for i in range(4):
+        b.add(i, i)
+    assert worker.num_pending == 7
+    worker.start()
+    assert worker.wait(WAIT)
+    assert worker.num_pending == 0
