@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from . import _sql
 from ._database import Clock, Database
-from ._open import open_database
+from ._open import connect, open_database
 from ._queue import (
     DistributedPriorityQueue,
     DistributedQueue,
@@ -68,7 +68,15 @@ def new(
     if not (isinstance(busy_timeout, (int, float)) and busy_timeout >= 0):
         raise ValueError(f"sqliteq: busy_timeout={busy_timeout!r}; expected seconds >= 0")
     conn = open_database(display, synchronous=level, busy_timeout=float(busy_timeout))
-    return Queues(Database(display, conn, clock or _wall_clock_ms), float(busy_timeout))
+    try:
+        read_conn = connect(display, busy_timeout=float(busy_timeout))
+        read_conn.execute(_sql.SET_TEMP_STORE_MEMORY)
+        read_conn.execute(_sql.SET_QUERY_ONLY)
+    except BaseException:
+        conn.close()
+        raise
+    db = Database(display, conn, read_conn, clock or _wall_clock_ms)
+    return Queues(db, float(busy_timeout))
 
 
 class Queues:

@@ -249,7 +249,7 @@ SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 # Per connection. The claim's "id IN (subquery)" builds a small ephemeral table; in the default
 # temp store each one opens a temporary file, which made a take ten times slower.
 SET_TEMP_STORE_MEMORY = "PRAGMA temp_store = MEMORY"
-# The watcher's connection only reads.
+# The read connection and the watcher's connection only read.
 SET_QUERY_ONLY = "PRAGMA query_only = ON"
 # Reads every page once; the last step of deciding that a file is safe to open.
 QUICK_CHECK = "PRAGMA quick_check"
