@@ -32,6 +32,16 @@ Which methods the worker calls
     - ``__len__`` for ``len(handle)``, ``num_pending`` and the length-based strategies, and
       ``subscribe`` once, when a distributed queue is bound.
 
+Items and priorities
+    ``enqueue`` accepts ``bytes`` (and ``str``, stored as UTF-8); anything else is refused with
+    ``False`` or ``TypeError``. Priorities are Python ints; a storage supports at least the
+    signed 32-bit range, which the conformance suite checks.
+
+After ``close()``
+    The queue object refuses enqueues and hands out no more jobs, but ``acknowledge`` and
+    ``extend_lease`` of jobs it handed out before still work: a worker that stops after the
+    close must be able to finish what it took.
+
 Every method may be called from any thread. A storage error should make the method return
 its "nothing" value (``False``, ``None``, ``[]``) or raise; the worker handles both, backs off,
 and reports the error once per back-off step.
@@ -211,5 +221,9 @@ class ILeaseExtendable(Protocol):
         ...
 
     def extend_lease(self, ack_id: str) -> bool:
-        """Restart the lease of ``ack_id``; ``False`` when it was lost (expired, taken over)."""
+        """Restart the lease of ``ack_id``; ``False`` when it was lost.
+
+        A lease is lost as soon as its deadline passed, even before another consumer took the
+        job: from then on ``extend_lease`` and ``acknowledge`` with that ack id return ``False``.
+        """
         ...
