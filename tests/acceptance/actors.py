@@ -1,0 +1,72 @@
+"""Producer and consumer processes for the acceptance tests, run as ``python -m``.
+
+    python -m tests.acceptance.actors produce STORE QUEUE FIRST COUNT
+    python -m tests.acceptance.actors consume STORE QUEUE LOG [CONCURRENCY]
+
+STORE is ``sqlite:<path>`` or a ``redis://`` URL. A consumer appends ``start <id>`` to LOG when
+a job begins and ``done <id>`` when its function returned, before the acknowledgement, so a
+consumer killed between the two leaves a job that must come back. SIGTERM stops a consumer
+cleanly: running jobs finish and are acknowledged first.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+import varmq
+
+LEASE = 1.0  # short, so that jobs of killed consumers come back quickly
+
+
+def open_store(store: str) -> Any:
+    if store.startswith("sqlite:"):
+        import sqliteq
+
+        return sqliteq.new(store.removeprefix("sqlite:"))
+    import redisq
+
+    return redisq.new(store)
+
+
+def produce(store: str, queue: str, first: int, count: int) -> None:
+    queues = open_store(store)
+    handle = varmq.new_distributed_queue(queues.new_distributed_queue(queue))
+    for i in range(first, first + count):
+        while not handle.add({"n": i}, job_id=f"job-{i}"):
+            time.sleep(0.05)  # storage unreachable for a moment: try again, dedup keeps it once
+    queues.close()
+
+
+def consume(store: str, queue: str, log_path: str, concurrency: int) -> None:
+    queues = open_store(store)
+    source = queues.new_distributed_queue(queue, visibility_timeout=LEASE)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def work(job: varmq.Job[dict[str, int]]) -> None:
+        # One write per line: O_APPEND keeps lines whole when the process is killed.
+        os.write(fd, f"start {job.id}\n".encode())
+        time.sleep(0.001)
+        os.write(fd, f"done {job.id}\n".encode())
+
+    worker = varmq.new_worker(work, concurrency, poll_interval=0.2)
+    worker.with_distributed_queue(source)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    os.write(fd, b"ready\n")
+    stop.wait()
+    worker.stop_and_wait()
+    queues.close()
+    os.close(fd)
+
+
+if __name__ == "__main__":
+    role, store, queue = sys.argv[1], sys.argv[2], sys.argv[3]
+    if role == "produce":
+        produce(store, queue, int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        consume(store, queue, sys.argv[4], int(sys.argv[5]) if len(sys.argv) > 5 else 8)
