@@ -88,7 +88,7 @@ class ThreadRunner:
                     sched.waking -= 1
                     woken = False
                 if finished is not None:
-                    sched.finish_locked(finished[2] is None)
+                    sched.finish_locked(finished[2] is None, wake=False)
                 kind, arg = sched.step_locked(True)
                 if kind == PARK:
                     sched.idle.append(slot)

@@ -10,6 +10,7 @@ wins.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Generator
 from enum import Enum
@@ -112,7 +113,9 @@ class EnqueuedJob(Job[T]):
             future: asyncio.Future[None] = loop.create_future()
 
             def wake() -> None:
-                loop.call_soon_threadsafe(_resolve, future)
+                # The awaiting loop may be gone (cancelled await, closed loop): nothing to wake.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_resolve, future)
 
             if self._add_callback(wake):
                 yield from future.__await__()

@@ -252,7 +252,8 @@ class Scheduler:
         elif not source.maybe_ready:
             # Short take and no signal since it began: empty until polled or signalled.
             source.empty_since = time.monotonic()
-        self.release_locked(n - len(jobs))
+        # The taker steps again right after this: nobody else needs waking for these slots.
+        self.release_locked(n - len(jobs), wake=False)
         if not jobs:
             return None
         self.on_taken(jobs)
@@ -264,17 +265,20 @@ class Scheduler:
                 self.wake_one_locked()
         return first
 
-    def finish_locked(self, ok: bool) -> None:
-        """Account one job that ran to its end and was closed."""
+    def finish_locked(self, ok: bool, wake: bool = True) -> None:
+        """Account one job that ran to its end and was closed.
+
+        ``wake=False`` when the caller takes its next step right away: it needs no one else.
+        """
         metrics = self.metrics
         if ok:
             metrics.successful += 1
         else:
             metrics.failed += 1
         metrics.completed += 1
-        self.release_locked(1)
+        self.release_locked(1, wake)
 
-    def release_locked(self, n: int) -> None:
+    def release_locked(self, n: int, wake: bool = True) -> None:
         if n <= 0:
             return
         self.in_flight -= n
@@ -283,7 +287,7 @@ class Scheduler:
                 self.state = State.PAUSED
             self.check_stopped_locked()
             self.changed.notify_all()
-        elif self.state is State.ACTIVE and self.waking == 0:
+        if wake and self.state is State.ACTIVE and self.waking == 0:
             self.wake_locked()
 
     def retire_locked(self) -> None:
