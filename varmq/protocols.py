@@ -27,6 +27,8 @@ Which methods the worker calls
     - finish: ``acknowledge_many(ack_ids)`` if offered (one round trip for several finished jobs),
       else ``acknowledge(ack_id)`` per job;
     - while a job runs: ``extend_lease(ack_id)`` well before ``lease_seconds`` elapse;
+    - a job that failed and will be retried: ``nack(ack_id, delay)``; one out of attempts, or
+      whose bytes never decode: ``dead_letter(ack_id, reason)``;
     - add: ``enqueue_dedup(item, job_id, priority)`` when the caller gave a job id and the queue
       offers it, else ``enqueue``;
     - ``__len__`` for ``len(handle)``, ``num_pending`` and the length-based strategies, and
@@ -58,15 +60,19 @@ __all__ = [
     "IBatchAcknowledgeable",
     "ICapacitySetter",
     "ICountedDelivery",
+    "IDeadLetterable",
     "IDedupQueue",
+    "IDelayedEnqueue",
     "IDistributedPriorityQueue",
     "IDistributedQueue",
     "ILeaseExtendable",
     "IMultiAcknowledgeable",
+    "INackable",
     "IPersistentPriorityQueue",
     "IPersistentQueue",
     "IPriorityQueue",
     "IQueue",
+    "IQueueStats",
     "ISubscribable",
 ]
 
@@ -225,5 +231,83 @@ class ILeaseExtendable(Protocol):
 
         A lease is lost as soon as its deadline passed, even before another consumer took the
         job: from then on ``extend_lease`` and ``acknowledge`` with that ack id return ``False``.
+        """
+        ...
+
+
+@runtime_checkable
+class IDelayedEnqueue(Protocol):
+    """Jobs that become available only after a delay."""
+
+    def enqueue_delayed(
+        self,
+        item: Any,
+        delay: float,
+        job_id: str | None = None,
+        priority: int | None = None,
+    ) -> bool:
+        """Store ``item``; it is not handed out before ``delay`` seconds from now.
+
+        Once due, it is handed out like any job of its priority, in order of due time among
+        jobs that were delayed. With a ``job_id``, deduplicates like ``enqueue_dedup``.
+        ``priority`` is ``None`` for FIFO queues.
+        """
+        ...
+
+
+@runtime_checkable
+class INackable(Protocol):
+    """Giving a leased job back, to be handed out again after a delay."""
+
+    def nack(self, ack_id: str, delay: float) -> bool:
+        """Release the job leased under ``ack_id``; available again after ``delay`` seconds.
+
+        The job keeps its priority and its delivery count (the next take counts one more).
+        ``False`` when the lease is unknown, expired or taken over (a stale nack is refused
+        like a stale ack).
+        """
+        ...
+
+
+@runtime_checkable
+class IDeadLetterable(Protocol):
+    """A shelf of jobs that will not be retried, kept for inspection and recovery.
+
+    Each dead letter is a ``dict``: ``{"key": str, "item": bytes, "attempts": int,
+    "error": str, "dead_at": float}`` (``dead_at`` in Unix seconds). ``key`` identifies it
+    for ``requeue_dead``. Retention is bounded by count and age (the adapter documents both).
+    """
+
+    def dead_letter(self, ack_id: str, error: str) -> bool:
+        """Move the job leased under ``ack_id`` to the dead letters, atomically.
+
+        ``False`` when the lease is unknown, expired or taken over.
+        """
+        ...
+
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Up to ``limit`` dead letters, oldest first."""
+        ...
+
+    def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
+        """Put dead letters back in line (all when ``keys`` is ``None``), attempts reset.
+
+        Returns how many were requeued.
+        """
+        ...
+
+    def purge_dead(self) -> int:
+        """Delete every dead letter; returns how many."""
+        ...
+
+
+@runtime_checkable
+class IQueueStats(Protocol):
+    """Counts for operators, from the storage (every process), in one cheap call."""
+
+    def stats(self) -> dict[str, float]:
+        """``{"waiting", "in_flight", "delayed", "dead", "oldest_age"}``.
+
+        ``oldest_age`` is the age in seconds of the oldest waiting job (0 when none waits).
         """
         ...
