@@ -35,15 +35,49 @@ Which methods the worker calls
       ``subscribe`` once, when a distributed queue is bound.
 
 Retries, delays and dead letters (SEMANTICS: the same in every storage)
-    The protocols below: `IDelayedEnqueue.enqueue_delayed(item, delay, job_id=None, priority=None)`, `INackable.nack(ack_id, delay)`, `IDeadLetterable.dead_letter(ack_id, error) / dead_letters(limit=100) / requeue_dead(keys=None) / purge_dead()`, `IQueueStats.stats()`. Exact semantics every storage must share:
+    The protocols below: `IDelayedEnqueue.enqueue_delayed(item, delay, job_id=None,
+    priority=None)`, `INackable.nack(ack_id, delay)`, `IDeadLetterable.dead_letter(ack_id,
+    error) / dead_letters(limit=100) / requeue_dead(keys=None) / purge_dead()`,
+    `IQueueStats.stats()`. Exact semantics every storage must share:
 
-    - Order of handing out: by priority (lower first), then by the time the job became available, then by enqueue sequence. A plain enqueue becomes available when stored. A delayed job (`enqueue_delayed` with delay > 0, or after `nack(ack_id, delay)`) becomes available at now + delay and then joins the END of its priority's line at that moment (it does not jump ahead of jobs that were already waiting). `delay <= 0` means available now (end of line). A job whose lease EXPIRED keeps its original place (its original availability time/sequence), as today.
-    - A delayed job is not handed out before its time, and is handed out promptly after it by the next take (no timer thread: the take itself promotes due jobs, bounded per call, like expired leases). `len()` and `values()` count/list only jobs available now (not delayed, not in flight). Delays are stored as absolute deadlines (adapter clock, integer ms) and so survive restarts.
-    - `nack(ack_id, delay)`: only if the lease is still held (same fencing as acknowledge: unknown, expired or taken-over token -> False). The job keeps its priority and its delivery count; the next take counts one more delivery (attempt + 1).
-    - `dead_letter(ack_id, error)`: only if the lease is still held (else False); atomically moves the job out of the queue onto the queue's dead-letter shelf, recording item bytes, attempts (delivery count so far), error text, dead_at (Unix seconds, float). Dead letters are not counted by len()/values(), never handed out by takes. `dead_letters(limit)` lists oldest first as dicts `{"key": str, "item": bytes, "attempts": int, "error": str, "dead_at": float}`; `key` is an opaque string identifying the dead letter. `requeue_dead(keys=None)` puts the given (or all) dead letters back in line, available now (end of their priority's line), with the delivery count reset to 0 so the next take is attempt 1; returns how many were requeued (unknown keys ignored). `purge_dead()` deletes all, returns how many. Bounded retention: queue options `dead_letter_limit=10_000` (per queue; the oldest beyond it are dropped) and `dead_letter_max_age=604800.0` seconds (7 days), pruned incrementally in the same atomic step that adds dead letters; documented.
-    - Dedup (`enqueue_dedup`, and `enqueue_delayed` with a job_id): a job id is "stored" while its job waits, is delayed or is in flight; a dead-lettered or acknowledged job no longer blocks a new job with the same id.
-    - `stats()` -> `{"waiting": len(), "in_flight": leased and not expired, "delayed": stored with a future availability, "dead": dead letters, "oldest_age": seconds since the oldest waiting job became available (0.0 if none)}` — all numbers (int or float), one cheap call.
-    - Queue listing for operators (on the adapter's `Queues` object, not a protocol): `Queues.list_queues() -> list[tuple[str, str]]` giving `(name, kind)` for every queue ever created in that store, kind `"fifo"` or `"priority"`, and `Queues.open_queue(name) -> queue object` that opens an existing queue as its own kind (distributed variant, so it can subscribe) and raises a clear error naming the queue when it does not exist.
+    - Order of handing out: by priority (lower first), then by the time the job became
+      available, then by enqueue sequence. A plain enqueue becomes available when stored. A
+      delayed job (`enqueue_delayed` with delay > 0, or after `nack(ack_id, delay)`) becomes
+      available at now + delay and then joins the END of its priority's line at that moment (it
+      does not jump ahead of jobs that were already waiting). `delay <= 0` means available now
+      (end of line). A job whose lease EXPIRED keeps its original place (its original
+      availability time/sequence), as today.
+    - A delayed job is not handed out before its time, and is handed out promptly after it by
+      the next take (no timer thread: the take itself promotes due jobs, bounded per call, like
+      expired leases). `len()` and `values()` count/list only jobs available now (not delayed,
+      not in flight). Delays are stored as absolute deadlines (adapter clock, integer ms) and so
+      survive restarts.
+    - `nack(ack_id, delay)`: only if the lease is still held (same fencing as acknowledge:
+      unknown, expired or taken-over token -> False). The job keeps its priority and its
+      delivery count; the next take counts one more delivery (attempt + 1).
+    - `dead_letter(ack_id, error)`: only if the lease is still held (else False); atomically
+      moves the job out of the queue onto the queue's dead-letter shelf, recording item bytes,
+      attempts (delivery count so far), error text, dead_at (Unix seconds, float). Dead letters
+      are not counted by len()/values(), never handed out by takes. `dead_letters(limit)` lists
+      oldest first as dicts `{"key": str, "item": bytes, "attempts": int, "error": str,
+      "dead_at": float}`; `key` is an opaque string identifying the dead letter.
+      `requeue_dead(keys=None)` puts the given (or all) dead letters back in line, available now
+      (end of their priority's line), with the delivery count reset to 0 so the next take is
+      attempt 1; returns how many were requeued (unknown keys ignored). `purge_dead()` deletes
+      all, returns how many. Bounded retention: queue options `dead_letter_limit=10_000` (per
+      queue; the oldest beyond it are dropped) and `dead_letter_max_age=604800.0` seconds (7
+      days), pruned incrementally in the same atomic step that adds dead letters; documented.
+    - Dedup (`enqueue_dedup`, and `enqueue_delayed` with a job_id): a job id is "stored" while
+      its job waits, is delayed or is in flight; a dead-lettered or acknowledged job no longer
+      blocks a new job with the same id.
+    - `stats()` -> `{"waiting": len(), "in_flight": leased and not expired, "delayed": stored
+      with a future availability, "dead": dead letters, "oldest_age": seconds since the oldest
+      waiting job became available (0.0 if none)}` — all numbers (int or float), one cheap call.
+    - Queue listing for operators (on the adapter's `Queues` object, not a protocol):
+      `Queues.list_queues() -> list[tuple[str, str]]` giving `(name, kind)` for every queue ever
+      created in that store, kind `"fifo"` or `"priority"`, and `Queues.open_queue(name) ->
+      queue object` that opens an existing queue as its own kind (distributed variant, so it can
+      subscribe) and raises a clear error naming the queue when it does not exist.
 
 Items and priorities
     ``enqueue`` accepts ``bytes`` (and ``str``, stored as UTF-8); anything else is refused with
