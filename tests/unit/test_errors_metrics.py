@@ -256,3 +256,51 @@ def test_every_public_error_is_exported_from_varmq_and_varmq_errors() -> None:
     for name in varmq.errors.__all__:
         assert getattr(varmq, name) is getattr(varmq.errors, name)
         assert issubclass(getattr(varmq, name), varmq.VarMQError)
+
+
+def test_foreign_item_in_a_callers_queue_is_reported_as_failed_to_cast_and_skipped() -> None:
+    storage = varmq.MemoryQueue()
+    ran: list[Any] = []
+    handled: list[BaseException] = []
+    worker = varmq.new_worker(
+        lambda job: ran.append(job.data),
+        auto_run=False,
+        error_handler=lambda w, e: handled.append(e),
+    )
+    queue = worker.with_queue(storage)
+    storage.enqueue(object())
+    job = queue.add("after")
+    worker.start()
+    assert job.wait(WAIT)
+    assert worker.wait(WAIT)
+    assert ran == ["after"]
+    assert len(storage) == 0
+    assert len(handled) == 1 and isinstance(handled[0], varmq.FailedToCastJobError)
+    assert isinstance(worker.errs().get(timeout=WAIT), varmq.FailedToCastJobError)
+    assert worker.metrics.completed == 1
+
+
+def test_envelope_bytes_in_a_callers_queue_run_as_a_job() -> None:
+    storage = varmq.MemoryQueue()
+    seen: list[tuple[str, Any]] = []
+    worker = varmq.new_worker(lambda job: seen.append((job.id, job.data)), auto_run=False)
+    worker.with_queue(storage)
+    storage.enqueue(b'{"id":"env-1","status":"Created","data":{"n":5}}')
+    worker.start()
+    assert worker.wait(WAIT)
+    assert seen == [("env-1", {"n": 5})]
+    assert len(storage) == 0
+
+
+def test_undecodable_bytes_in_a_callers_queue_are_reported_and_skipped() -> None:
+    storage = varmq.MemoryPriorityQueue()
+    ran: list[Any] = []
+    worker = varmq.new_worker(lambda job: ran.append(job.data), auto_run=False)
+    queue = worker.with_priority_queue(storage)
+    storage.enqueue(b"{not json", 0)
+    queue.add("after", 1)
+    worker.start()
+    assert worker.wait(WAIT)
+    assert ran == ["after"]
+    assert len(storage) == 0
+    assert isinstance(worker.errs().get(timeout=WAIT), varmq.ParseJobError)

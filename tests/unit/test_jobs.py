@@ -238,3 +238,8 @@ def test_a_raising_job_does_not_stop_the_jobs_after_it(kind: str) -> None:
     assert worker.metrics.failed == 1
     assert worker.metrics.successful == 4
     assert worker.is_active
+
+
+def test_job_status_values_are_the_upstream_strings() -> None:
+    assert [s.value for s in JobStatus] == ["Created", "Queued", "Processing", "Finished", "Closed"]
+    assert str(JobStatus.QUEUED) == "Queued"
