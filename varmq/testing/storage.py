@@ -13,8 +13,14 @@ you open them on ``sqliteq`` or ``redisq``::
 Two queue objects opened with the same name on one storage share their jobs, the way two
 processes share a Redis key or a SQLite file. A lease expires when the clock reaches its deadline;
 the next call on that queue puts the job back where it was (same priority, same place in line),
-so no thread is needed. ``FakeClock`` lets a test move time by hand; the default clock is
-``time.monotonic``.
+so no thread is needed. Delayed jobs (``enqueue_delayed``, ``nack`` with a delay) become due the
+same way: the next call moves them into line. ``FakeClock`` lets a test move time by hand; the
+default clock is ``time.monotonic``.
+
+Retries follow the semantics written in ``varmq.protocols``: ``nack(ack_id, delay)`` gives a job
+back, ``dead_letter(ack_id, error)`` shelves it for an operator (``dead_letters``,
+``requeue_dead``, ``purge_dead``), and ``stats()`` counts what is where. ``list_queues()`` and
+``open_queue(name)`` on the storage find queues by name, as on ``sqliteq`` and ``redisq``.
 
 Each queue object has a ``faults`` attribute (:class:`Faults`) whose switches make it fail the
 way a broken storage would, so tests can watch the worker cope.
@@ -25,13 +31,17 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
+    "DEAD_LETTER_LIMIT",
+    "DEAD_LETTER_MAX_AGE",
     "FakeClock",
     "Faults",
     "MemoryDistributedPriorityQueue",
@@ -46,6 +56,11 @@ _log = logging.getLogger("varmq.testing")
 Clock = Callable[[], float]
 """A monotonic clock: seconds as a float, never going back."""
 
+DEAD_LETTER_LIMIT = 10_000
+"""Default ``dead_letter_limit``: dead letters kept per queue; the oldest beyond it are dropped."""
+DEAD_LETTER_MAX_AGE = 604_800.0
+"""Default ``dead_letter_max_age``: seconds a dead letter is kept (7 days)."""
+
 
 class FakeClock:
     """A monotonic clock that moves only when told to: call it for the time, ``advance`` to move."""
@@ -59,7 +74,7 @@ class FakeClock:
             return self._now
 
     def advance(self, seconds: float) -> None:
-        """Move the clock ``seconds`` forward; leases whose deadline is reached expire."""
+        """Move the clock ``seconds`` forward; leases and delays whose time is reached expire."""
         if seconds < 0:
             raise ValueError(f"FakeClock.advance: seconds must be >= 0, got {seconds}")
         with self._lock:
@@ -70,22 +85,28 @@ class FakeClock:
 class Faults:
     """Failure switches for one queue object; all off by default, each can be flipped any time.
 
-    - ``refuse_enqueue``: ``enqueue`` and ``enqueue_dedup`` return ``False``, storing nothing;
+    - ``refuse_enqueue``: ``enqueue``, ``enqueue_dedup`` and ``enqueue_delayed`` return ``False``,
+      storing nothing;
     - ``take_error``: every take (``dequeue``, ``dequeue_with_ack_id``, batch takes) raises it,
       e.g. ``ConnectionError("injected")``; ``None`` to stop;
     - ``refuse_ack``: ``acknowledge`` and ``acknowledge_many`` return ``False``; the job stays
       leased, so it comes back when its lease expires;
-    - ``refuse_extend``: ``extend_lease`` returns ``False`` and leaves the deadline as it was.
+    - ``refuse_extend``: ``extend_lease`` returns ``False`` and leaves the deadline as it was;
+    - ``refuse_nack``: ``nack`` returns ``False``; the job stays leased;
+    - ``refuse_dead_letter``: ``dead_letter`` returns ``False``; the job stays leased.
     """
 
     refuse_enqueue: bool = False
     take_error: BaseException | None = None
     refuse_ack: bool = False
     refuse_extend: bool = False
+    refuse_nack: bool = False
+    refuse_dead_letter: bool = False
 
     def clear(self) -> None:
         """Turn every switch off."""
         self.refuse_enqueue = self.refuse_ack = self.refuse_extend = False
+        self.refuse_nack = self.refuse_dead_letter = False
         self.take_error = None
 
 
@@ -93,9 +114,14 @@ class Faults:
 class _Job:
     item: bytes
     priority: int
-    seq: int  # storage-wide enqueue order: the FIFO tie-break among equal priorities
-    job_id: str | None  # the dedup id given to enqueue_dedup, if any
+    seq: int  # storage-wide order of joining a line: the tie-break among equal available_at
+    job_id: str | None  # the dedup id given to enqueue_dedup or enqueue_delayed, if any
+    available_at: float  # clock reading from which it may be taken (future: delayed)
     deliveries: int = 0
+
+    def line_entry(self) -> tuple[int, float, int, _Job]:
+        """Its entry in the ready heap: priority, then availability, then seq."""
+        return (self.priority, self.available_at, self.seq, self)
 
 
 @dataclass
@@ -105,54 +131,136 @@ class _Lease:
 
 
 @dataclass
+class _DeadLetter:
+    key: str
+    job: _Job  # priority and job id are kept for requeue_dead
+    error: str
+    dead_at: float  # Unix seconds, as listed
+    died: float  # storage clock reading, for dead_letter_max_age
+
+
+@dataclass
 class _NamedQueue:
     """The jobs stored under one name. Guarded by the owning storage's lock."""
 
     name: str
     priority: bool
-    ready: list[tuple[int, int, _Job]] = field(default_factory=list)  # heap of (priority, seq, job)
+    ready: list[tuple[int, float, int, _Job]] = field(default_factory=list)  # heap, see line_entry
+    delayed: list[tuple[float, int, _Job]] = field(default_factory=list)  # heap of (due, seq, job)
     leased: dict[str, _Lease] = field(default_factory=dict)  # ack id -> lease
+    dead: dict[str, _DeadLetter] = field(default_factory=dict)  # key -> dead letter, oldest first
     job_ids: set[str] = field(default_factory=set)
     capacity: int = 0  # 0: unlimited
     subscribers: list[tuple[_QueueBase, Callable[[str], None]]] = field(default_factory=list)
 
 
 class MemoryStorage:
-    """Named queues in memory; the stand-in for one Redis server or one SQLite file."""
+    """Named queues in memory; the stand-in for one Redis server or one SQLite file.
+
+    Every ``new_*`` call and ``open_queue`` take the queue options as keywords:
+    ``visibility_timeout`` (seconds a lease lasts), ``dead_letter_limit`` (dead letters kept per
+    queue; the oldest beyond it are dropped) and ``dead_letter_max_age`` (seconds a dead letter is
+    kept). The retention options belong to the queue object, like a process's settings: they are
+    applied whenever that object adds a dead letter.
+    """
 
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock: Clock = clock if clock is not None else time.monotonic
+        # dead_at is listed in Unix seconds, moving with the storage clock (fake or not).
+        self._wall_offset = time.time() - self._clock()
         self._lock = threading.Lock()
         # _lock guards every _NamedQueue, _seq and _opened. Invariant while it is free: each
-        # stored job is in exactly one place, the ready heap or the leased map of its named queue,
-        # and a named queue's job_ids are exactly the dedup ids of its stored jobs.
+        # stored job is in exactly one place of its named queue (the ready heap, the delayed heap,
+        # the leased map or the dead shelf), and a named queue's job_ids are exactly the dedup
+        # ids of its jobs that are ready, delayed or leased (dead letters do not block an id).
         self._named: dict[str, _NamedQueue] = {}
         self._seq = itertools.count()
         self._opened: list[_QueueBase] = []
 
-    def new_queue(self, name: str, *, visibility_timeout: float = 300.0) -> MemoryQueue:
+    def new_queue(
+        self,
+        name: str,
+        *,
+        visibility_timeout: float = 300.0,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
+    ) -> MemoryQueue:
         """Open the FIFO queue ``name``; jobs stay leased ``visibility_timeout`` seconds."""
-        return MemoryQueue(self, self._named_queue(name, priority=False), visibility_timeout)
+        named = self._named_queue(name, priority=False)
+        return MemoryQueue(self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age)
 
     def new_priority_queue(
-        self, name: str, *, visibility_timeout: float = 300.0
+        self,
+        name: str,
+        *,
+        visibility_timeout: float = 300.0,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> MemoryPriorityQueue:
         """Open the priority queue ``name`` (lower numbers first, FIFO among equals)."""
-        return MemoryPriorityQueue(self, self._named_queue(name, priority=True), visibility_timeout)
+        named = self._named_queue(name, priority=True)
+        return MemoryPriorityQueue(
+            self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
+        )
 
     def new_distributed_queue(
-        self, name: str, *, visibility_timeout: float = 300.0
+        self,
+        name: str,
+        *,
+        visibility_timeout: float = 300.0,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> MemoryDistributedQueue:
         """Open the FIFO queue ``name`` with ``subscribe``."""
         named = self._named_queue(name, priority=False)
-        return MemoryDistributedQueue(self, named, visibility_timeout)
+        return MemoryDistributedQueue(
+            self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
+        )
 
     def new_distributed_priority_queue(
-        self, name: str, *, visibility_timeout: float = 300.0
+        self,
+        name: str,
+        *,
+        visibility_timeout: float = 300.0,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> MemoryDistributedPriorityQueue:
         """Open the priority queue ``name`` with ``subscribe``."""
         named = self._named_queue(name, priority=True)
-        return MemoryDistributedPriorityQueue(self, named, visibility_timeout)
+        return MemoryDistributedPriorityQueue(
+            self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
+        )
+
+    def list_queues(self) -> list[tuple[str, str]]:
+        """``(name, kind)`` of every queue ever opened on this storage, by name.
+
+        ``kind`` is ``"fifo"`` or ``"priority"``.
+        """
+        with self._lock:
+            named = sorted(self._named.values(), key=lambda n: n.name)
+        return [(n.name, "priority" if n.priority else "fifo") for n in named]
+
+    def open_queue(
+        self,
+        name: str,
+        *,
+        visibility_timeout: float = 300.0,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
+    ) -> MemoryDistributedQueue | MemoryDistributedPriorityQueue:
+        """Open the existing queue ``name`` as its own kind, with ``subscribe``.
+
+        Raises ``LookupError`` naming the queue when nothing was ever opened under ``name``.
+        """
+        with self._lock:
+            named = self._named.get(name)
+        if named is None:
+            raise LookupError(
+                f"memory storage: no queue named {name!r}; create it with new_queue() or"
+                f" new_priority_queue() first (list_queues() shows the names)"
+            )
+        opener = MemoryDistributedPriorityQueue if named.priority else MemoryDistributedQueue
+        return opener(self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age)
 
     def close(self) -> None:
         """Close every queue object opened on this storage. The jobs stay."""
@@ -169,17 +277,44 @@ class MemoryStorage:
             raise ValueError(f"memory storage: queue {name!r} is a {kind} queue; open it as one")
         return named
 
+    def _wall(self) -> float:
+        """Unix seconds, moving with the storage clock."""
+        return self._wall_offset + self._clock()
+
 
 class _QueueBase:
     """Everything a queue object does except ``enqueue`` (whose shape depends on the kind)."""
 
-    def __init__(self, storage: MemoryStorage, named: _NamedQueue, lease_seconds: float) -> None:
+    def __init__(
+        self,
+        storage: MemoryStorage,
+        named: _NamedQueue,
+        lease_seconds: float,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
+    ) -> None:
         if not lease_seconds > 0:
             raise ValueError(f"queue {named.name!r}: visibility_timeout must be > 0")
+        if (
+            isinstance(dead_letter_limit, bool)
+            or not isinstance(dead_letter_limit, int)
+            or dead_letter_limit < 1
+        ):
+            raise ValueError(
+                f"queue {named.name!r}: dead_letter_limit must be an int >= 1,"
+                f" got {dead_letter_limit!r}"
+            )
+        if not dead_letter_max_age > 0:
+            raise ValueError(
+                f"queue {named.name!r}: dead_letter_max_age must be > 0 seconds,"
+                f" got {dead_letter_max_age!r}"
+            )
         self.faults = Faults()
         self._storage = storage
         self._named = named
         self._lease_seconds = float(lease_seconds)
+        self._dead_letter_limit = dead_letter_limit
+        self._dead_letter_max_age = float(dead_letter_max_age)
         self._lock = storage._lock  # one lock per storage; see MemoryStorage.__init__
         self._closed = False  # written under _lock
         with self._lock:
@@ -198,20 +333,38 @@ class _QueueBase:
     # -- adding ------------------------------------------------------------------------------
 
     def enqueue_dedup(self, item: bytes | str, job_id: str, priority: int | None = None) -> bool:
-        """Store ``item`` unless a job with ``job_id`` is stored (waiting or in flight).
+        """Store ``item`` unless a job with ``job_id`` is stored (waiting, delayed or in flight).
 
         ``True`` in both cases, ``False`` when refused. FIFO queues ignore ``priority``.
         """
         return self._put(item, priority or 0, job_id)
 
+    def enqueue_delayed(
+        self,
+        item: bytes | str,
+        delay: float,
+        job_id: str | None = None,
+        priority: int | None = None,
+    ) -> bool:
+        """Store ``item``; it is handed out no sooner than ``delay`` seconds from now.
+
+        Once due, it joins the end of its priority's line (at its due time). ``delay <= 0``
+        means now. With a ``job_id``, deduplicates like ``enqueue_dedup``. FIFO queues ignore
+        ``priority``. ``False`` when refused (closed, full, fault).
+        """
+        return self._put(item, priority or 0, job_id, self._check_delay(delay))
+
     def set_capacity(self, capacity: int) -> None:
-        """Refuse enqueues into this name once ``capacity`` jobs wait (0: unlimited)."""
+        """Refuse enqueues into this name once ``capacity`` jobs wait (0: unlimited).
+
+        Delayed and in-flight jobs do not count; delayed enqueues are refused like the others.
+        """
         if capacity < 0:
             raise ValueError(f"queue {self.name!r}: capacity must be >= 0, got {capacity}")
         with self._lock:
             self._named.capacity = capacity
 
-    def _put(self, item: bytes | str, priority: int, job_id: str | None) -> bool:
+    def _put(self, item: bytes | str, priority: int, job_id: str | None, delay: float = 0) -> bool:
         data = _as_bytes(item, self.name)
         if not self._named.priority:
             priority = 0  # a FIFO queue is a priority queue where everyone is equal
@@ -223,27 +376,45 @@ class _QueueBase:
             named = self._named
             if self._closed:
                 return False
-            self._recover_expired()
+            self._catch_up()
             if job_id is not None and job_id in named.job_ids:
                 return True  # already stored: the job is there
             if named.capacity and len(named.ready) >= named.capacity:
                 return False
-            job = _Job(data, priority, next(self._storage._seq), job_id)
-            heapq.heappush(named.ready, (priority, job.seq, job))
+            now = self._storage._clock()
+            job = _Job(data, priority, next(self._storage._seq), job_id, now + max(delay, 0))
+            self._line_up(job, now)
             if job_id is not None:
                 named.job_ids.add(job_id)
-            subscribers = [callback for _, callback in named.subscribers]
+            subscribers = [] if delay > 0 else [callback for _, callback in named.subscribers]
+        self._notify(subscribers)
+        return True
+
+    def _line_up(self, job: _Job, now: float) -> None:
+        """Put ``job`` in line, or among the delayed when it is not due. Caller holds _lock."""
+        if job.available_at > now:
+            heapq.heappush(self._named.delayed, (job.available_at, job.seq, job))
+        else:
+            heapq.heappush(self._named.ready, job.line_entry())
+
+    def _notify(self, subscribers: list[Callable[[str], None]]) -> None:
         for callback in subscribers:  # outside the lock: a callback may call back into us
             try:
                 callback("enqueued")
             except Exception:
                 _log.warning("queue %r: a subscriber raised; ignored", self.name, exc_info=True)
-        return True
 
     def _subscribe(self, callback: Callable[[str], None]) -> None:
         with self._lock:
             if not self._closed:
                 self._named.subscribers.append((self, callback))
+
+    def _check_delay(self, delay: float) -> float:
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
+            raise TypeError(f"queue {self.name!r}: delay must be seconds, got {delay!r}")
+        if math.isnan(delay):
+            raise ValueError(f"queue {self.name!r}: delay must be seconds, got nan")
+        return float(delay)
 
     # -- taking ------------------------------------------------------------------------------
 
@@ -253,10 +424,10 @@ class _QueueBase:
         with self._lock:
             if self._closed:
                 return None
-            self._recover_expired()
+            self._catch_up()
             if not self._named.ready:
                 return None
-            _, _, job = heapq.heappop(self._named.ready)
+            job = heapq.heappop(self._named.ready)[-1]
             self._named.job_ids.discard(job.job_id or "")
             return job.item
 
@@ -278,11 +449,11 @@ class _QueueBase:
         with self._lock:
             if self._closed:
                 return []
-            self._recover_expired()
+            self._catch_up()
             deadline = self._storage._clock() + self._lease_seconds
             taken: list[tuple[bytes, str, int]] = []
             while self._named.ready and len(taken) < n:
-                _, _, job = heapq.heappop(self._named.ready)
+                job = heapq.heappop(self._named.ready)[-1]
                 job.deliveries += 1
                 ack_id = uuid.uuid4().hex  # fresh per delivery: a stale one never matches
                 self._named.leased[ack_id] = _Lease(job, deadline)
@@ -305,7 +476,7 @@ class _QueueBase:
         if self.faults.refuse_ack:
             return [False] * len(ack_ids)
         with self._lock:
-            self._recover_expired()
+            self._catch_up()
             results = []
             for ack_id in ack_ids:
                 lease = self._named.leased.pop(ack_id, None)
@@ -319,29 +490,154 @@ class _QueueBase:
         if self.faults.refuse_extend:
             return False
         with self._lock:
-            self._recover_expired()
+            self._catch_up()
             lease = self._named.leased.get(ack_id)
             if lease is None:
                 return False
             lease.deadline = self._storage._clock() + self._lease_seconds
             return True
 
-    def _recover_expired(self) -> None:
-        """Put every job whose lease deadline is reached back in line. Caller holds _lock."""
+    def nack(self, ack_id: str, delay: float) -> bool:
+        """Give the job leased under ``ack_id`` back, to be taken again after ``delay`` seconds.
+
+        It keeps its priority and delivery count, and joins the end of its line when due
+        (``delay <= 0``: now). ``False`` when the lease is unknown, expired, taken over, or
+        refused. Works after ``close()``, like ``acknowledge``.
+        """
+        delay = self._check_delay(delay)
+        if self.faults.refuse_nack:
+            return False
+        with self._lock:
+            self._catch_up()
+            lease = self._named.leased.pop(ack_id, None)
+            if lease is None:
+                return False
+            now = self._storage._clock()
+            job = lease.job
+            job.seq = next(self._storage._seq)  # end of line, even at the same clock reading
+            job.available_at = now + max(delay, 0)
+            self._line_up(job, now)
+            return True
+
+    def dead_letter(self, ack_id: str, error: str) -> bool:
+        """Move the job leased under ``ack_id`` to the dead letters, with ``error``.
+
+        ``False`` when the lease is unknown, expired, taken over, or refused. Drops the dead
+        letters beyond this object's ``dead_letter_limit`` and older than its
+        ``dead_letter_max_age`` in the same step. Works after ``close()``, like ``acknowledge``.
+        """
+        if self.faults.refuse_dead_letter:
+            return False
+        with self._lock:
+            self._catch_up()
+            lease = self._named.leased.pop(ack_id, None)
+            if lease is None:
+                return False
+            job = lease.job
+            self._named.job_ids.discard(job.job_id or "")
+            key = uuid.uuid4().hex
+            now = self._storage._clock()
+            self._named.dead[key] = _DeadLetter(key, job, str(error), self._storage._wall(), now)
+            self._prune_dead(now)
+            return True
+
+    def _prune_dead(self, now: float) -> None:
+        """Drop dead letters over the age limit, then the oldest over the count. Holds _lock."""
+        dead = self._named.dead
+        oldest_kept = now - self._dead_letter_max_age
+        while dead:
+            key, letter = next(iter(dead.items()))  # oldest first: insertion order
+            if len(dead) <= self._dead_letter_limit and letter.died >= oldest_kept:
+                break
+            del dead[key]
+
+    def _catch_up(self) -> None:
+        """Bring the named queue up to the clock. Caller holds _lock.
+
+        Every job whose lease deadline is reached goes back in line where it was (its original
+        priority, availability and seq); every delayed job that is due joins its line at its due
+        time.
+        """
         now = self._storage._clock()
         named = self._named
         for ack_id in [a for a, lease in named.leased.items() if lease.deadline <= now]:
             job = named.leased.pop(ack_id).job
-            heapq.heappush(named.ready, (job.priority, job.seq, job))
+            heapq.heappush(named.ready, job.line_entry())
+        while named.delayed and named.delayed[0][0] <= now:
+            job = heapq.heappop(named.delayed)[-1]
+            heapq.heappush(named.ready, job.line_entry())
+
+    # -- dead letters --------------------------------------------------------------------------
+
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Up to ``limit`` dead letters, oldest first.
+
+        Each is ``{"key", "item", "attempts", "error", "dead_at"}``; ``dead_at`` in Unix seconds.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"queue {self.name!r}: limit must be an int >= 0, got {limit!r}")
+        with self._lock:
+            letters = list(itertools.islice(self._named.dead.values(), limit))
+            return [
+                {
+                    "key": letter.key,
+                    "item": letter.job.item,
+                    "attempts": letter.job.deliveries,
+                    "error": letter.error,
+                    "dead_at": letter.dead_at,
+                }
+                for letter in letters
+            ]
+
+    def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
+        """Put the dead letters ``keys`` (all when ``None``) back in line; how many.
+
+        Each joins the end of its priority's line now, with its delivery count reset (the next
+        take is attempt 1). Unknown keys are ignored. A requeued job gets its dedup id back
+        unless another stored job holds it meanwhile. ``0`` once this object is closed.
+        """
+        if isinstance(keys, str):
+            raise TypeError(f"queue {self.name!r}: keys must be a list of keys, not one str")
+        with self._lock:
+            if self._closed:
+                return 0
+            self._catch_up()
+            named = self._named
+            wanted = named.dead if keys is None else dict.fromkeys(keys)
+            chosen = [key for key in list(wanted) if key in named.dead]
+            now = self._storage._clock()
+            for key in chosen:
+                job = named.dead.pop(key).job
+                job.deliveries = 0
+                job.seq = next(self._storage._seq)
+                job.available_at = now
+                if job.job_id is not None:
+                    if job.job_id in named.job_ids:
+                        job.job_id = None  # another job holds the id now; this one is extra
+                    else:
+                        named.job_ids.add(job.job_id)
+                heapq.heappush(named.ready, job.line_entry())
+            subscribers = [callback for _, callback in named.subscribers] if chosen else []
+        self._notify(subscribers)
+        return len(chosen)
+
+    def purge_dead(self) -> int:
+        """Delete every dead letter of this name; how many. ``0`` once this object is closed."""
+        with self._lock:
+            if self._closed:
+                return 0
+            count = len(self._named.dead)
+            self._named.dead.clear()
+            return count
 
     # -- looking and tidying -----------------------------------------------------------------
 
     def __len__(self) -> int:
-        """Jobs waiting to be taken (not in flight); 0 once this object is closed."""
+        """Jobs waiting to be taken (not in flight, not delayed); 0 once this object is closed."""
         with self._lock:
             if self._closed:
                 return 0
-            self._recover_expired()
+            self._catch_up()
             return len(self._named.ready)
 
     def values(self) -> list[bytes]:
@@ -349,21 +645,44 @@ class _QueueBase:
         with self._lock:
             if self._closed:
                 return []
-            self._recover_expired()
-            return [job.item for _, _, job in sorted(self._named.ready)]
+            self._catch_up()
+            return [entry[-1].item for entry in sorted(self._named.ready)]
+
+    def stats(self) -> dict[str, float]:
+        """Counts of this name's jobs: ``waiting``, ``in_flight``, ``delayed``, ``dead``, and
+        ``oldest_age``, the seconds since the oldest waiting job became available (0.0 if none).
+
+        Reads the storage, so it keeps working after ``close()``.
+        """
+        with self._lock:
+            self._catch_up()
+            named = self._named
+            now = self._storage._clock()
+            oldest = min((entry[1] for entry in named.ready), default=now)
+            return {
+                "waiting": len(named.ready),
+                "in_flight": len(named.leased),
+                "delayed": len(named.delayed),
+                "dead": len(named.dead),
+                "oldest_age": max(0.0, now - oldest),
+            }
 
     def purge(self) -> None:
-        """Remove every waiting job; jobs in flight stay leased. Does nothing once closed."""
+        """Remove every waiting job; jobs in flight stay leased, delayed jobs stay delayed.
+
+        Does nothing once closed.
+        """
         with self._lock:
             if self._closed:
                 return
-            self._recover_expired()
-            for _, _, job in self._named.ready:
-                self._named.job_ids.discard(job.job_id or "")
+            self._catch_up()
+            for entry in self._named.ready:
+                self._named.job_ids.discard(entry[-1].job_id or "")
             self._named.ready.clear()
 
     def close(self) -> None:
-        """Refuse enqueues and hand nothing out from now on; acks and extensions still work."""
+        """Refuse enqueues and hand nothing out from now on; acks, extensions, nacks and dead
+        letters of jobs taken before still work."""
         with self._lock:
             self._closed = True
             named = self._named
