@@ -58,6 +58,7 @@ from .metrics import Metrics
 from .protocols import IDistributedPriorityQueue, IDistributedQueue
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .registry import get_worker, workers
+from .retry import DeadLetter, NoRetry, Retry
 from .scheduler import Status
 from .strategies import Strategy
 from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
@@ -65,6 +66,7 @@ from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
 __all__ = [
     "AcknowledgeJobError",
     "BaseWorker",
+    "DeadLetter",
     "DistributedPriorityQueue",
     "DistributedQueue",
     "EnqueuedErrGroupJob",
@@ -86,6 +88,7 @@ __all__ = [
     "MemoryPriorityQueue",
     "MemoryQueue",
     "Metrics",
+    "NoRetry",
     "NotRunningWorkerError",
     "ParseJobError",
     "PersistentPriorityQueue",
@@ -93,6 +96,7 @@ __all__ = [
     "PriorityQueue",
     "Queue",
     "Result",
+    "Retry",
     "ResultWorker",
     "RunningWorkerError",
     "SameConcurrencyError",
@@ -130,7 +134,8 @@ def new_worker(
     ``concurrency`` 0 or less means the CPU count. Options: ``name``, ``auto_run=True``,
     ``strategy``, ``job_id_generator``, ``error_handler``, ``idle_worker_expiry`` (s),
     ``min_idle_worker_ratio`` (1..100), ``poll_interval`` (s), ``payload_decoder``,
-    ``payload_encoder``, ``max_errors``, ``stopped_retention`` (s). See docs/workers.md.
+    ``payload_encoder``, ``max_errors``, ``stopped_retention`` (s), ``retry``
+    (a :class:`Retry` policy), ``poison_limit``. See docs/workers.md and docs/retries.md.
     """
     return Worker(fn, concurrency, **options)
 

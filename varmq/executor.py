@@ -15,15 +15,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from .job import EnqueuedJob, Job
-from .scheduler import PARK, RETIRE, RUN, TAKE, Scheduler, Slot, State
+from .scheduler import PARK, RETIRE, RETRIED, RUN, TAKE, Scheduler, Slot, State
 from .sources import StorageJob, StorageSource
 
 __all__ = ["AsyncRunner", "ThreadRunner"]
 
 # Called once a job's function returned or raised, before its slot is released: reports the
-# error and acknowledges storage jobs. Runs without the scheduler lock.
-AfterRun = Callable[[Job[Any], BaseException | None], None]
-Finished = tuple[Job[Any], Any, BaseException | None]
+# error, acknowledges, retries or dead-letters; returns the outcome (scheduler.OK, ...). Runs
+# without the scheduler lock.
+AfterRun = Callable[[Job[Any], BaseException | None], int]
+Finished = tuple[Job[Any], Any, BaseException | None, int]
 
 # Without an idle expiry, threads above the minimum idle count exit after this long without
 # work: starting a thread costs far more than a job, so a burst should not churn them.
@@ -31,8 +32,8 @@ IDLE_GRACE = 0.2
 
 
 def _close(finished: Finished) -> None:
-    job, value, error = finished
-    if isinstance(job, EnqueuedJob):
+    job, value, error, outcome = finished
+    if isinstance(job, EnqueuedJob) and outcome != RETRIED:
         job._complete(value, error)
 
 
@@ -88,7 +89,7 @@ class ThreadRunner:
                     sched.waking -= 1
                     woken = False
                 if finished is not None:
-                    sched.finish_locked(finished[2] is None, wake=False)
+                    sched.finish_locked(finished[0], finished[3], wake=False)
                 kind, arg = sched.step_locked(True)
                 if kind == PARK:
                     sched.idle.append(slot)
@@ -126,8 +127,7 @@ class ThreadRunner:
             error = None
         except BaseException as exc:
             value, error = None, exc
-        self._after_run(job, error)
-        return job, value, error
+        return job, value, error, self._after_run(job, error)
 
     def _park(self, slot: Slot) -> bool:
         """Wait to be woken; ``False`` when the thread should retire instead."""
@@ -247,14 +247,16 @@ class AsyncRunner:
         except BaseException as exc:
             value, error = None, exc
         if isinstance(job, StorageJob):
-            await asyncio.get_running_loop().run_in_executor(self._io, self._after_run, job, error)
+            outcome = await asyncio.get_running_loop().run_in_executor(
+                self._io, self._after_run, job, error
+            )
         else:
-            self._after_run(job, error)
+            outcome = self._after_run(job, error)
         with sched.lock:
-            sched.finish_locked(error is None)
+            sched.finish_locked(job, outcome)
             if sched.in_flight == 0 and sched.state is State.STOPPING:
                 self._wake_dispatcher_locked()
-        _close((job, value, error))
+        _close((job, value, error, outcome))
 
     def _wake_dispatcher_locked(self) -> None:
         sched = self._sched

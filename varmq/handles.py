@@ -2,24 +2,28 @@
 
 In-memory handles put job objects into their storage and return job handles. Persistent and
 distributed handles encode the job as a JSON envelope, give the bytes to the adapter and return
-``True``/``False``.
+``True``/``False``. Every handle can delay a job (``delay=`` seconds or ``run_at=`` a datetime)
+and lists, requeues and purges its queue's dead letters.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import envelope
 from .group import Group, Item
 from .job import EnqueuedJob, JobStatus
-from .protocols import IDedupQueue
+from .protocols import IDeadLetterable, IDedupQueue, IDelayedEnqueue
+from .retry import DeadLetter
 from .scheduler import Scheduler
 
 if TYPE_CHECKING:
-    from .sources import StorageSource
+    from .sources import MemorySource, StorageSource
 
 __all__ = [
     "DistributedPriorityQueue",
@@ -37,6 +41,20 @@ H = TypeVar("H", bound=EnqueuedJob[Any])
 G = TypeVar("G")
 
 IdGenerator = Callable[[], str]
+OnDelayed = Callable[[], None]
+
+
+def _delay_of(delay: float | None, run_at: datetime | None) -> float:
+    """Seconds from now until a job may run (0: now)."""
+    if delay is not None and run_at is not None:
+        raise ValueError("give delay= or run_at=, not both")
+    if run_at is not None:
+        return max(run_at.timestamp() - time.time(), 0.0)
+    if delay is not None:
+        if delay != delay or delay < 0:  # NaN or negative
+            raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
+        return float(delay)
+    return 0.0
 
 
 class _Handle:
@@ -79,6 +97,8 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
         make_job: Callable[[str, Any, Group | None], H],
         make_group: Callable[[int], tuple[Group, Callable[[Group, list[H]], G]]],
         next_id: IdGenerator,
+        source: MemorySource,
+        on_delayed: OnDelayed,
     ) -> None:
         super().__init__(storage, capacity)
         self._sched = sched
@@ -86,26 +106,36 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
         self._make_job = make_job
         self._make_group = make_group
         self._next_id = next_id
+        self._source = source
+        self._on_delayed = on_delayed
 
     @property
     def worker(self) -> Any:
         """The worker this queue is bound to."""
         return self._worker
 
-    def _offer(self, job: H, priority: int | None) -> bool:
+    def _offer(self, job: H, priority: int | None, wait: float) -> bool:
         job._status = JobStatus.QUEUED
-        ok = (
-            self._storage.enqueue(job) if priority is None else self._storage.enqueue(job, priority)
-        )
-        if not ok:
+        job._priority = priority or 0
+        if wait > 0:
+            if self._source.shelf is None:  # pragma: no cover - every memory source has one
+                return False
+            self._source.shelf.delay(job, time.monotonic() + wait)
+            return True
+        if not self._source.offer(job):
             job._status = JobStatus.CLOSED
-        return bool(ok)
+            return False
+        return True
 
-    def _add(self, data: Any, priority: int | None, job_id: str | None) -> H | None:
+    def _add(self, data: Any, priority: int | None, job_id: str | None, wait: float) -> H | None:
         job = self._make_job(job_id or self._next_id(), data, None)
-        if not self._offer(job, priority):
+        if not self._offer(job, priority, wait):
             return None
-        self._sched.signal(1)
+        if wait > 0:
+            self._sched.add_submitted(1)
+            self._on_delayed()
+        else:
+            self._sched.signal(1)
         return job
 
     def _add_all(self, items: Iterable[Any], prioritised: bool) -> G:
@@ -114,7 +144,7 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
         jobs: list[H] = []
         for entry in entries:
             job = self._make_job(entry.id or self._next_id(), entry.data, group)
-            if self._offer(job, entry.priority if prioritised else None):
+            if self._offer(job, entry.priority if prioritised else None, 0.0):
                 jobs.append(job)
             else:
                 group.member_done(job, ran=False)
@@ -122,13 +152,42 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
             self._sched.signal(len(jobs))
         return wrap(group, jobs)
 
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """Jobs that ran out of attempts (with a retry policy), oldest first."""
+        return self._source.shelf.dead_letters(limit)
+
+    def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
+        """Run dead letters again as new jobs (all when ``keys`` is ``None``); how many."""
+        requeued = 0
+        for old in self._source.shelf.take_dead(None if keys is None else set(keys)):
+            job = self._make_job(old.id, old.data, None)
+            if self._offer(job, old._priority, 0.0):
+                requeued += 1
+        if requeued:
+            self._sched.signal(0)
+        return requeued
+
+    def purge_dead(self) -> int:
+        """Forget every dead letter; how many there were."""
+        return len(self._source.shelf.take_dead(None))
+
 
 class Queue(_MemoryHandle[T, H, G]):
     """A FIFO queue bound to a worker."""
 
-    def add(self, data: T, *, job_id: str | None = None) -> H | None:
-        """Add a job; its handle, or ``None`` when the queue refused it (closed, full)."""
-        return self._add(data, None, job_id)
+    def add(
+        self,
+        data: T,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+    ) -> H | None:
+        """Add a job; its handle, or ``None`` when the queue refused it (closed, full).
+
+        With ``delay`` (seconds) or ``run_at`` (a datetime) the job waits until then.
+        """
+        return self._add(data, None, job_id, _delay_of(delay, run_at))
 
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
         """Add several jobs (``Item`` or bare data); a handle tracking them together."""
@@ -138,9 +197,17 @@ class Queue(_MemoryHandle[T, H, G]):
 class PriorityQueue(_MemoryHandle[T, H, G]):
     """A priority queue bound to a worker: lower ``priority`` runs first."""
 
-    def add(self, data: T, priority: int = 0, *, job_id: str | None = None) -> H | None:
+    def add(
+        self,
+        data: T,
+        priority: int = 0,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+    ) -> H | None:
         """Add a job with ``priority``; its handle, or ``None`` when refused."""
-        return self._add(data, priority, job_id)
+        return self._add(data, priority, job_id, _delay_of(delay, run_at))
 
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
         """Add several jobs, each with its ``Item.priority``; a handle tracking them."""
@@ -156,83 +223,159 @@ class _StorageHandle(_Handle, Generic[T]):
         source: StorageSource | None,
         next_id: IdGenerator,
         to_json: Callable[[Any], Any] | None,
+        on_delayed: OnDelayed | None = None,
     ) -> None:
         super().__init__(storage, capacity)
         self._sched = sched
         self._source = source
         self._next_id = next_id
         self._to_json = to_json
+        self._on_delayed = on_delayed
         self._dedup = isinstance(storage, IDedupQueue)
 
     def purge(self) -> None:
         """Remove every job waiting in storage."""
         self._storage.purge()
 
-    def _add(self, data: Any, priority: int | None, job_id: str | None) -> bool:
+    def _add(self, data: Any, priority: int | None, job_id: str | None, wait: float) -> bool:
         job_id = job_id or self._next_id()
         raw = envelope.encode(job_id, data, self._to_json)
         if raw is None:
             return False
+        storage = self._storage
+        if wait > 0 and not isinstance(storage, IDelayedEnqueue):
+            raise TypeError(f"{type(storage).__name__} cannot delay jobs (no enqueue_delayed)")
         try:
-            if job_id and self._dedup:
-                ok = self._storage.enqueue_dedup(raw, job_id, priority)
+            if wait > 0:
+                ok = storage.enqueue_delayed(raw, wait, job_id or None, priority)
+            elif job_id and self._dedup:
+                ok = storage.enqueue_dedup(raw, job_id, priority)
             elif priority is None:
-                ok = self._storage.enqueue(raw)
+                ok = storage.enqueue(raw)
             else:
-                ok = self._storage.enqueue(raw, priority)
+                ok = storage.enqueue(raw, priority)
         except Exception as exc:
-            log.warning("enqueue failed: %r", exc)
+            log.warning("enqueue to %s failed: %r", type(storage).__name__, exc)
             return False
         if ok and self._sched is not None:
-            self._sched.signal(1, self._source)
+            if wait > 0:
+                self._sched.add_submitted(1)
+                if self._source is not None:
+                    self._source.expect_due(wait)
+                if self._on_delayed is not None:
+                    self._on_delayed()
+            else:
+                self._sched.signal(1, self._source)
         return bool(ok)
+
+    def _shelf(self) -> Any:
+        if not isinstance(self._storage, IDeadLetterable):
+            raise TypeError(f"{type(self._storage).__name__} keeps no dead letters")
+        return self._storage
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """Jobs that ran out of attempts or never decoded, oldest first."""
+        letters = []
+        for entry in self._shelf().dead_letters(limit):
+            try:
+                job_id, data = envelope.decode(entry["item"])
+            except envelope.EnvelopeError:
+                job_id, data = "", entry["item"]
+            letters.append(
+                DeadLetter(
+                    key=str(entry["key"]),
+                    id=job_id,
+                    data=data,
+                    attempts=int(entry["attempts"]),
+                    error=str(entry["error"]),
+                    dead_at=float(entry["dead_at"]),
+                )
+            )
+        return letters
+
+    def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
+        """Put dead letters back in line (all when ``keys`` is ``None``); how many."""
+        count = int(self._shelf().requeue_dead(None if keys is None else list(keys)))
+        if count and self._sched is not None:
+            self._sched.signal(0, self._source)
+        return count
+
+    def purge_dead(self) -> int:
+        """Delete every dead letter; how many there were."""
+        return int(self._shelf().purge_dead())
 
 
 class PersistentQueue(_StorageHandle[T]):
     """A FIFO queue in storage, bound to a worker."""
 
-    def __init__(self, *args: Any, worker: Any) -> None:
-        super().__init__(*args)
-        self._worker = worker
+    _worker: Any = None
 
     @property
     def worker(self) -> Any:
         """The worker this queue is bound to."""
         return self._worker
 
-    def add(self, data: T, *, job_id: str | None = None) -> bool:
+    def add(
+        self,
+        data: T,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+    ) -> bool:
         """Store a job; ``False`` when refused (closed, storage error, not JSON-encodable)."""
-        return self._add(data, None, job_id)
+        return self._add(data, None, job_id, _delay_of(delay, run_at))
 
 
 class PersistentPriorityQueue(_StorageHandle[T]):
     """A priority queue in storage, bound to a worker."""
 
-    def __init__(self, *args: Any, worker: Any) -> None:
-        super().__init__(*args)
-        self._worker = worker
+    _worker: Any = None
 
     @property
     def worker(self) -> Any:
         """The worker this queue is bound to."""
         return self._worker
 
-    def add(self, data: T, priority: int = 0, *, job_id: str | None = None) -> bool:
+    def add(
+        self,
+        data: T,
+        priority: int = 0,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+    ) -> bool:
         """Store a job with ``priority``; ``False`` when refused."""
-        return self._add(data, priority, job_id)
+        return self._add(data, priority, job_id, _delay_of(delay, run_at))
 
 
 class DistributedQueue(_StorageHandle[T]):
     """A FIFO queue in storage shared by consumers in many processes."""
 
-    def add(self, data: T, *, job_id: str | None = None) -> bool:
+    def add(
+        self,
+        data: T,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+    ) -> bool:
         """Store a job; ``False`` when refused (closed, storage error, not JSON-encodable)."""
-        return self._add(data, None, job_id)
+        return self._add(data, None, job_id, _delay_of(delay, run_at))
 
 
 class DistributedPriorityQueue(_StorageHandle[T]):
     """A priority queue in storage shared by consumers in many processes."""
 
-    def add(self, data: T, priority: int = 0, *, job_id: str | None = None) -> bool:
+    def add(
+        self,
+        data: T,
+        priority: int = 0,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+    ) -> bool:
         """Store a job with ``priority``; ``False`` when refused."""
-        return self._add(data, priority, job_id)
+        return self._add(data, priority, job_id, _delay_of(delay, run_at))

@@ -67,10 +67,23 @@ _Callback = Callable[[], None]
 class EnqueuedJob(Job[T]):
     """Handle of a job added to an in-memory queue: wait for it, cancel it, await it."""
 
-    __slots__ = ("_callbacks", "_error", "_group", "_lock", "_status", "_value")
+    __slots__ = (
+        "_callbacks",
+        "_error",
+        "_group",
+        "_lock",
+        "_origin",
+        "_priority",
+        "_status",
+        "_value",
+    )
 
     def __init__(self, job_id: str, data: T, group: Group | None = None) -> None:
         super().__init__(job_id, data)
+        #: The priority it was added with (priority queues), kept for retries.
+        self._priority = 0
+        #: The bound queue it was taken from, set when the worker takes it.
+        self._origin: Any = None
         # Guards _status, _value, _error and _callbacks: every status change and the
         # registration of waiters happen under it, so each transition happens once.
         self._lock = threading.Lock()
@@ -149,6 +162,13 @@ class EnqueuedJob(Job[T]):
                 return False
             self._status = JobStatus.PROCESSING
             return True
+
+    def _back_to_queue(self) -> None:
+        """After a failed run that will be retried: waiting again, one attempt further."""
+        with self._lock:
+            if self._status is JobStatus.PROCESSING:
+                self._status = JobStatus.QUEUED
+                self.attempt += 1
 
     def _complete(self, value: Any, error: BaseException | None) -> None:
         """Record the outcome of a run, close the job and release everyone waiting."""

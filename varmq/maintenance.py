@@ -6,6 +6,8 @@ the core that acts because time passed:
 - a storage queue last found empty is looked at again every ``poll_interval`` seconds, so
   jobs added by other processes are found even when no notification arrives;
 - a storage queue backing off after an error is retried when its back-off ends;
+- delayed and retried jobs of in-memory queues move into their queue when due, and a
+  storage queue is looked at when a job this process delayed or gave back becomes due;
 - a job whose storage leases it (``ILeaseExtendable``) has its lease renewed every third of
   the lease length while it waits or runs. One timer serves every job: no thread per job.
 """
@@ -18,7 +20,7 @@ from collections.abc import Callable
 
 from .errors import LeaseLostError
 from .scheduler import Scheduler, State
-from .sources import StorageJob
+from .sources import MemorySource, StorageJob, StorageSource
 
 __all__ = ["Maintenance"]
 
@@ -114,7 +116,7 @@ class Maintenance:
                     self._cv.wait(delay)
 
     def _wake_due_sources(self, now: float) -> float:
-        """Make due storage queues takeable again and wake the worker; returns the next due."""
+        """Make due queues takeable again and wake the worker; returns the next due time."""
         sched = self._sched
         poll = sched.poll_interval
         next_due = now + poll
@@ -122,7 +124,22 @@ class Maintenance:
         with sched.lock:
             if sched.state is State.STOPPED:
                 return next_due
-            for source in sched.storage_sources:
+            for source in sched.sources:
+                if isinstance(source, MemorySource):
+                    if source.promote_due(now):
+                        woke = True
+                    due = source.shelf.next_due()
+                    if due is not None:
+                        next_due = min(next_due, due)
+                    continue
+                assert isinstance(source, StorageSource)
+                if source.wake_at:
+                    if source.wake_at <= now:
+                        source.wake_at = 0.0
+                        source.maybe_ready = True
+                        woke = True
+                    else:
+                        next_due = min(next_due, source.wake_at)
                 if source.retry_at:
                     if source.retry_at <= now:
                         woke = True

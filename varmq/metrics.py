@@ -15,11 +15,24 @@ class Metrics:
       not counted, though this worker may run them; so ``completed`` can exceed ``submitted``.
     - ``successful``: job functions that returned.
     - ``failed``: job functions that raised.
-    - ``completed``: jobs that ran and were closed (acknowledged, for storage jobs), whatever
-      their outcome. Jobs cancelled before they ran are not counted.
+    - ``completed``: jobs that ran to a final outcome and were closed (acknowledged or
+      dead-lettered, for storage jobs). Jobs cancelled before they ran are not counted, nor
+      are runs that were retried.
+    - ``retried``: failed runs handed back for another attempt (with a retry policy).
+    - ``dead_lettered``: jobs moved to their queue's dead letters.
+
+    ``successful + failed == completed + retried`` once the worker is idle.
     """
 
-    __slots__ = ("_lock", "completed", "failed", "submitted", "successful")
+    __slots__ = (
+        "_lock",
+        "completed",
+        "dead_lettered",
+        "failed",
+        "retried",
+        "submitted",
+        "successful",
+    )
 
     def __init__(self, lock: threading.Lock | None = None) -> None:
         # Guards the four counters. The worker passes its own lock, under which it already
@@ -29,14 +42,18 @@ class Metrics:
         self.completed = 0
         self.successful = 0
         self.failed = 0
+        self.retried = 0
+        self.dead_lettered = 0
 
     def reset(self) -> None:
         """Set every counter to zero."""
         with self._lock:
             self.submitted = self.completed = self.successful = self.failed = 0
+            self.retried = self.dead_lettered = 0
 
     def __repr__(self) -> str:
         return (
             f"Metrics(submitted={self.submitted}, completed={self.completed}, "
-            f"successful={self.successful}, failed={self.failed})"
+            f"successful={self.successful}, failed={self.failed}, retried={self.retried}, "
+            f"dead_lettered={self.dead_lettered})"
         )

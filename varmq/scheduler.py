@@ -70,6 +70,10 @@ class Slot:
 # Steps a thread can be told to take.
 RUN, TAKE, PARK, RETIRE = range(4)
 
+# How a run ended, for the counters: returned; raised (final); raised and handed back for
+# another attempt; raised and moved to the dead letters.
+OK, FAILED, RETRIED, DEAD = range(4)
+
 Decode = Callable[[Any], Any]
 
 
@@ -161,6 +165,11 @@ class Scheduler:
             spawns = self.take_spawns_locked()
         if spawns:
             self.spawn(spawns)
+
+    def add_submitted(self, n: int) -> None:
+        """Count jobs accepted for later (delayed): nothing to wake for yet."""
+        with self.lock:
+            self.metrics.submitted += n
 
     def wake_locked(self) -> None:
         """Wake one parked slot, or plan a new thread, if the worker could take a job now."""
@@ -256,6 +265,7 @@ class Scheduler:
         self.release_locked(n - len(jobs), wake=False)
         if not jobs:
             return None
+        source.running += len(jobs)
         self.on_taken(jobs)
         first, rest = jobs[0], jobs[1:]
         if rest:
@@ -265,17 +275,25 @@ class Scheduler:
                 self.wake_one_locked()
         return first
 
-    def finish_locked(self, ok: bool, wake: bool = True) -> None:
-        """Account one job that ran to its end and was closed.
+    def finish_locked(self, job: Any, outcome: int, wake: bool = True) -> None:
+        """Account one run of ``job`` that ended with ``outcome`` (OK, FAILED, ...).
 
         ``wake=False`` when the caller takes its next step right away: it needs no one else.
         """
         metrics = self.metrics
-        if ok:
+        if outcome == OK:
             metrics.successful += 1
         else:
             metrics.failed += 1
-        metrics.completed += 1
+        if outcome == RETRIED:
+            metrics.retried += 1
+        else:
+            metrics.completed += 1
+            if outcome == DEAD:
+                metrics.dead_lettered += 1
+        origin = job.source if isinstance(job, StorageJob) else getattr(job, "_origin", None)
+        if origin is not None:
+            origin.running -= 1
         self.release_locked(1, wake)
 
     def release_locked(self, n: int, wake: bool = True) -> None:

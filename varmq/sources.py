@@ -8,6 +8,7 @@ yet, backs off after errors, and acknowledges after the job ran.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -21,9 +22,14 @@ from .protocols import (
     IAcknowledgeable,
     IBatchAcknowledgeable,
     ICountedDelivery,
+    IDeadLetterable,
+    IDelayedEnqueue,
     ILeaseExtendable,
     IMultiAcknowledgeable,
+    INackable,
+    IQueueStats,
 )
+from .shelf import MemoryShelf
 
 __all__ = ["MemorySource", "Source", "StorageJob", "StorageSource"]
 
@@ -76,15 +82,57 @@ class Source:
 class MemorySource(Source):
     """A queue holding the worker's job objects; taking is cheap, done under the worker lock."""
 
-    def __init__(self, storage: Any, label: str, rank: int, index: int, report: Report) -> None:
+    def __init__(
+        self,
+        storage: Any,
+        label: str,
+        rank: int,
+        index: int,
+        report: Report,
+        prioritised: bool,
+    ) -> None:
         super().__init__(storage, label, rank, index)
         self._report = report
+        self.prioritised = prioritised
+        self.shelf = MemoryShelf()
+        #: Jobs taken from this queue and not finished (guarded by the scheduler lock).
+        self.running = 0
 
     def has_work(self) -> bool:
         return len(self.storage) > 0
 
     def length(self) -> int:
         return len(self.storage)
+
+    def waiting(self) -> int:
+        return len(self.storage) + self.shelf.delayed()
+
+    def offer(self, job: EnqueuedJob[Any]) -> bool:
+        """Put ``job`` in line in the storage, with its priority when the queue has them."""
+        if self.prioritised:
+            return bool(self.storage.enqueue(job, job._priority))
+        return bool(self.storage.enqueue(job))
+
+    def promote_due(self, now: float) -> int:
+        """Move delayed jobs that are due into the queue; how many were moved."""
+        moved = 0
+        for job in self.shelf.pop_due(now):
+            if self.offer(job):
+                moved += 1
+            else:
+                # The queue was closed or filled up meanwhile: the job cannot wait any longer.
+                with contextlib.suppress(Exception):
+                    job._cancel()
+        return moved
+
+    def stats(self) -> dict[str, float]:
+        return {
+            "waiting": len(self.storage),
+            "in_flight": self.running,
+            "delayed": self.shelf.delayed(),
+            "dead": self.shelf.dead(),
+            "oldest_age": 0.0,
+        }
 
     def take(self, decode: Decode | None) -> Job[Any] | None:
         """Take the next runnable job, skipping cancelled ones; ``None`` when empty."""
@@ -94,6 +142,8 @@ class MemorySource(Source):
                 return None
             if isinstance(item, EnqueuedJob):
                 if item._claim():
+                    item._origin = self
+                    self.running += 1
                     return item
                 continue
             if isinstance(item, bytes | bytearray | str):
@@ -112,11 +162,20 @@ class StorageSource(Source):
     memory = False
 
     def __init__(
-        self, storage: Any, label: str, rank: int, index: int, report: Report, poll: float
+        self,
+        storage: Any,
+        label: str,
+        rank: int,
+        index: int,
+        report: Report,
+        poll: float,
+        poison_limit: int = 5,
     ) -> None:
         super().__init__(storage, label, rank, index)
         self._report = report
         self._poll = poll
+        self.poison_limit = poison_limit
+        self.prioritised = False
         self.buffer: deque[StorageJob] = deque()
         # Storage is assumed to hold jobs until a take finds it empty.
         self.maybe_ready = True
@@ -128,7 +187,15 @@ class StorageSource(Source):
         self.batched = isinstance(storage, IBatchAcknowledgeable)
         self.acked = isinstance(storage, IAcknowledgeable)
         self.leased = isinstance(storage, ILeaseExtendable)
+        self.nackable = isinstance(storage, INackable)
+        self.buries = isinstance(storage, IDeadLetterable)
+        self.delays = isinstance(storage, IDelayedEnqueue)
         self._multi_ack = isinstance(storage, IMultiAcknowledgeable)
+        #: Jobs taken from this queue and not finished (guarded by the scheduler lock).
+        self.running = 0
+        #: Monotonic time at which a job this process delayed or gave back becomes due
+        #: (0: none); the timer makes the source takeable again then, without a poll.
+        self.wake_at = 0.0
         # Group commit of acknowledgements: the holder of _flush_lock sends every ack id
         # queued so far in one acknowledge_many call; the others find their result ready.
         self._flush_lock = threading.Lock()
@@ -207,8 +274,12 @@ class StorageSource(Source):
             if decode is not None:
                 data = decode(data)
         except Exception as exc:
-            # Not acknowledged: the lease runs out and the storage decides what comes next.
             self._report(ParseJobError(self.label, ack_id, str(exc)))
+            if self.buries and ack_id and attempt >= self.poison_limit:
+                # Delivered again and again and never decodable: off to the dead letters
+                # instead of cycling forever.
+                self.bury("", ack_id, f"undecodable after {attempt} deliveries: {exc}")
+            # Otherwise not acknowledged: the lease runs out and it is handed out again.
             return None
         return StorageJob(job_id, data, attempt, ack_id, self)
 
@@ -253,8 +324,46 @@ class StorageSource(Source):
                     self._ack_results[other] = result
                 return self._ack_results.pop(ack_id)
 
-    def extend(self, job: StorageJob) -> bool:
+    def retry(self, job: StorageJob, delay: float) -> bool:
+        """Give the job back to be taken again after ``delay`` seconds (a nack)."""
         try:
-            return bool(self.storage.extend_lease(job.ack_id))
-        except Exception:
+            kept = bool(self.storage.nack(job.ack_id, delay))
+        except Exception as exc:
+            self._report(AcknowledgeJobError(job.id, job.ack_id, exc))
             return False
+        if not kept:
+            self._report(AcknowledgeJobError(job.id, job.ack_id))
+        else:
+            self.expect_due(delay)
+        return kept
+
+    def bury(self, job_id: str, ack_id: str, error: str) -> bool:
+        """Move the job leased under ``ack_id`` to the dead letters."""
+        try:
+            moved = bool(self.storage.dead_letter(ack_id, error))
+        except Exception as exc:
+            self._report(AcknowledgeJobError(job_id, ack_id, exc))
+            return False
+        if not moved:
+            self._report(AcknowledgeJobError(job_id, ack_id))
+        return moved
+
+    def expect_due(self, delay: float) -> None:
+        """Remember that a job becomes available in ``delay`` seconds."""
+        due = time.monotonic() + max(delay, 0.0)
+        if self.wake_at == 0.0 or due < self.wake_at:
+            self.wake_at = due
+
+    def stats(self) -> dict[str, float]:
+        if isinstance(self.storage, IQueueStats):
+            try:
+                return dict(self.storage.stats())
+            except Exception:
+                pass
+        return {
+            "waiting": self.length(),
+            "in_flight": self.running,
+            "delayed": 0,
+            "dead": 0,
+            "oldest_age": 0.0,
+        }

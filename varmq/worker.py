@@ -14,6 +14,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -48,7 +49,8 @@ from .protocols import (
     IQueue,
 )
 from .queues import MemoryPriorityQueue, MemoryQueue
-from .scheduler import Scheduler, State, Status
+from .retry import Retry
+from .scheduler import DEAD, FAILED, OK, RETRIED, Scheduler, State, Status
 from .sources import MemorySource, StorageJob, StorageSource
 from .strategies import Strategy
 
@@ -105,6 +107,8 @@ class BaseWorker(Generic[T, H, G]):
         payload_encoder: Callable[[Any], Any] | None = None,
         max_errors: int = 1024,
         stopped_retention: float = 60.0,
+        retry: Retry | None = None,
+        poison_limit: int = 5,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"job function must be callable, got {type(fn).__name__}")
@@ -117,6 +121,8 @@ class BaseWorker(Generic[T, H, G]):
         self._next_id = job_id_generator or _no_id
         self._error_handler = error_handler
         self._to_json = payload_encoder
+        self._retry = retry
+        self._poison_limit = max(1, poison_limit)
         self._retention = stopped_retention
         self._stopped_at: float | None = None
         self._errors: queue.Queue[BaseException] = queue.Queue(maxsize=max(1, max_errors))
@@ -149,12 +155,46 @@ class BaseWorker(Generic[T, H, G]):
     def _call(self, job: Job[Any]) -> Any:
         return self._fn(job)
 
-    def _after_run(self, job: Job[Any], error: BaseException | None) -> None:
+    def _after_run(self, job: Job[Any], error: BaseException | None) -> int:
+        """Settle a finished run: report, then acknowledge, retry or dead-letter."""
         if error is not None:
             self._report(error)
         if isinstance(job, StorageJob):
-            self._maintenance.forget(job)
-            job.source.ack(job)
+            return self._settle_stored(job, error)
+        if error is None:
+            return OK
+        retry = self._retry
+        origin = getattr(job, "_origin", None)
+        if retry is None or not isinstance(job, EnqueuedJob) or origin is None:
+            return FAILED
+        if retry.should_retry(error, job.attempt):
+            job._back_to_queue()
+            origin.shelf.delay(job, time.monotonic() + retry.delay(job.attempt - 1))
+            self._maintenance.start()
+            self._maintenance.poke()
+            return RETRIED
+        origin.shelf.bury(job, error)
+        return DEAD
+
+    def _settle_stored(self, job: StorageJob, error: BaseException | None) -> int:
+        self._maintenance.forget(job)
+        source = job.source
+        retry = self._retry
+        if error is None or retry is None or not (source.nackable and source.buries):
+            source.ack(job)
+            return OK if error is None else FAILED
+        if retry.should_retry(error, job.attempt):
+            source.retry(job, retry.delay(job.attempt))
+            self._maintenance.poke()
+            return RETRIED
+        source.bury(job.id, job.ack_id, f"{type(error).__name__}: {error}")
+        return DEAD
+
+    def _delayed(self) -> None:
+        """A job was put on hold in this process: the timer must run to bring it back."""
+        if self._sched.state is State.ACTIVE:
+            self._maintenance.start()
+        self._maintenance.poke()
 
     def _report(self, exc: BaseException) -> None:
         with self._errors_lock:
@@ -196,10 +236,12 @@ class BaseWorker(Generic[T, H, G]):
             self._runner.start_locked()
             sched.wake_locked()
             spawns = sched.take_spawns_locked()
-            has_storage = bool(sched.storage_sources)
+            timed = bool(sched.storage_sources) or any(
+                isinstance(s, MemorySource) and s.shelf.delayed() for s in sched.sources
+            )
         if spawns:
             sched.spawn(spawns)
-        if has_storage:
+        if timed:
             self._maintenance.start()
 
     def pause(self) -> None:
@@ -374,6 +416,27 @@ class BaseWorker(Generic[T, H, G]):
             return max(sched.concurrency - sched.in_flight, 0)
         return len(sched.idle)
 
+    def queue_stats(self) -> list[dict[str, Any]]:
+        """Per bound queue: name, kind and counts (from the storage, for storage queues).
+
+        Each dict has ``name``, ``kind`` (``"fifo"`` or ``"priority"``), ``storage``
+        (``"memory"`` or the adapter's type), ``waiting``, ``in_flight``, ``delayed``,
+        ``dead`` and ``oldest_age`` (seconds; 0 for in-memory queues).
+        """
+        rows: list[dict[str, Any]] = []
+        for source in list(self._sched.sources):
+            if isinstance(source, MemorySource):
+                stats = source.stats()
+                kind = "priority" if source.prioritised else "fifo"
+                where = "memory"
+            else:
+                assert isinstance(source, StorageSource)
+                stats = source.stats()
+                kind = "priority" if source.prioritised else "fifo"
+                where = type(source.storage).__module__.split(".")[0]
+            rows.append({"name": source.label, "kind": kind, "storage": where, **stats})
+        return rows
+
     def errs(self) -> queue.Queue[BaseException]:
         """Reported errors, oldest first; bounded, the oldest are dropped on overflow."""
         return self._errors
@@ -397,67 +460,111 @@ class BaseWorker(Generic[T, H, G]):
         job: H = self._job_class(job_id, data, group)  # type: ignore[assignment]
         return job
 
-    def _bind_memory(self, storage: Any, priority: int | None, capacity: int) -> None:
+    def _source_label(self, storage: Any, name: str | None) -> str:
+        given = name or getattr(storage, "name", None)
+        if isinstance(given, str) and given:
+            return given
+        return f"{type(storage).__name__}#{len(self._sched.sources) + 1}"
+
+    def _bind_memory(
+        self, storage: Any, priority: int | None, capacity: int, name: str | None, prio: bool
+    ) -> MemorySource:
         if capacity and isinstance(storage, ICapacitySetter):
             storage.set_capacity(capacity)
         sched = self._sched
         source = MemorySource(
             storage,
-            f"{type(storage).__name__}#{len(sched.sources) + 1}",
+            self._source_label(storage, name),
             _LAST_RANK if priority is None else priority,
             len(sched.sources),
             self._report,
+            prio,
         )
         sched.add_source(source)
+        return source
 
-    def bind_queue(self, *, priority: int | None = None, capacity: int = 0) -> Queue[T, H, G]:
-        """Bind a new in-memory FIFO queue."""
-        return self.with_queue(MemoryQueue(), priority=priority, capacity=capacity)
+    def _memory_handle(self, cls: Any, q: Any, source: MemorySource, capacity: int) -> Any:
+        return cls(
+            q,
+            capacity,
+            self._sched,
+            self,
+            self._new_job,
+            self._new_group,
+            self._next_id,
+            source,
+            self._delayed,
+        )
+
+    def bind_queue(
+        self, *, priority: int | None = None, capacity: int = 0, name: str | None = None
+    ) -> Queue[T, H, G]:
+        """Bind a new in-memory FIFO queue (``name`` labels it in stats)."""
+        return self.with_queue(MemoryQueue(), priority=priority, capacity=capacity, name=name)
 
     def bind_priority_queue(
-        self, *, priority: int | None = None, capacity: int = 0
+        self, *, priority: int | None = None, capacity: int = 0, name: str | None = None
     ) -> PriorityQueue[T, H, G]:
         """Bind a new in-memory priority queue (lower number first, FIFO among equals)."""
-        return self.with_priority_queue(MemoryPriorityQueue(), priority=priority, capacity=capacity)
+        return self.with_priority_queue(
+            MemoryPriorityQueue(), priority=priority, capacity=capacity, name=name
+        )
 
     def with_queue(
-        self, q: IQueue, *, priority: int | None = None, capacity: int = 0
+        self,
+        q: IQueue,
+        *,
+        priority: int | None = None,
+        capacity: int = 0,
+        name: str | None = None,
     ) -> Queue[T, H, G]:
         """Bind the caller's FIFO storage."""
         if not isinstance(q, IQueue):
             raise TypeError(f"with_queue needs an IQueue, got {type(q).__name__}")
-        self._bind_memory(q, priority, capacity)
-        return Queue(q, capacity, self._sched, self, self._new_job, self._new_group, self._next_id)
+        source = self._bind_memory(q, priority, capacity, name, prio=False)
+        handle: Queue[T, H, G] = self._memory_handle(Queue, q, source, capacity)
+        return handle
 
     def with_priority_queue(
-        self, q: IPriorityQueue, *, priority: int | None = None, capacity: int = 0
+        self,
+        q: IPriorityQueue,
+        *,
+        priority: int | None = None,
+        capacity: int = 0,
+        name: str | None = None,
     ) -> PriorityQueue[T, H, G]:
         """Bind the caller's priority storage."""
         if not isinstance(q, IPriorityQueue):
             raise TypeError(f"with_priority_queue needs an IPriorityQueue, got {type(q).__name__}")
-        self._bind_memory(q, priority, capacity)
-        return PriorityQueue(
-            q, capacity, self._sched, self, self._new_job, self._new_group, self._next_id
-        )
+        source = self._bind_memory(q, priority, capacity, name, prio=True)
+        handle: PriorityQueue[T, H, G] = self._memory_handle(PriorityQueue, q, source, capacity)
+        return handle
 
 
 class Worker(BaseWorker[T, EnqueuedJob[T], EnqueuedGroupJob]):
     """A worker whose job function returns nothing; it can also bind storage queues."""
 
     def _bind_storage(
-        self, storage: Any, priority: int | None, capacity: int, distributed: bool
+        self,
+        storage: Any,
+        priority: int | None,
+        capacity: int,
+        distributed: bool,
+        prio: bool,
     ) -> StorageSource:
         if capacity and isinstance(storage, ICapacitySetter):
             storage.set_capacity(capacity)
         sched = self._sched
         source = StorageSource(
             storage,
-            f"{type(storage).__name__}#{len(sched.sources) + 1}",
+            self._source_label(storage, None),
             _LAST_RANK if priority is None else priority,
             len(sched.sources),
             self._report,
             sched.poll_interval,
+            self._poison_limit,
         )
+        source.prioritised = prio
         if distributed:
 
             def on_event(action: str) -> None:
@@ -470,43 +577,50 @@ class Worker(BaseWorker[T, EnqueuedJob[T], EnqueuedGroupJob]):
             self._maintenance.start()
         return source
 
+    def _storage_handle(self, cls: Any, q: Any, source: StorageSource, capacity: int) -> Any:
+        return cls(q, capacity, self._sched, source, self._next_id, self._to_json, self._delayed)
+
     def with_persistent_queue(
         self, q: IPersistentQueue, *, priority: int | None = None, capacity: int = 0
     ) -> PersistentQueue[T]:
         """Bind a persistent FIFO queue; jobs are acknowledged after the function returned."""
         _require(q, IPersistentQueue, "with_persistent_queue")
-        source = self._bind_storage(q, priority, capacity, distributed=False)
-        return PersistentQueue(
-            q, capacity, self._sched, source, self._next_id, self._to_json, worker=self
-        )
+        source = self._bind_storage(q, priority, capacity, distributed=False, prio=False)
+        handle: PersistentQueue[T] = self._storage_handle(PersistentQueue, q, source, capacity)
+        handle._worker = self
+        return handle
 
     def with_persistent_priority_queue(
         self, q: IPersistentPriorityQueue, *, priority: int | None = None, capacity: int = 0
     ) -> PersistentPriorityQueue[T]:
         """Bind a persistent priority queue."""
         _require(q, IPersistentPriorityQueue, "with_persistent_priority_queue")
-        source = self._bind_storage(q, priority, capacity, distributed=False)
-        return PersistentPriorityQueue(
-            q, capacity, self._sched, source, self._next_id, self._to_json, worker=self
+        source = self._bind_storage(q, priority, capacity, distributed=False, prio=True)
+        handle: PersistentPriorityQueue[T] = self._storage_handle(
+            PersistentPriorityQueue, q, source, capacity
         )
+        handle._worker = self
+        return handle
 
     def with_distributed_queue(
         self, q: IDistributedQueue, *, priority: int | None = None, capacity: int = 0
     ) -> DistributedQueue[T]:
         """Bind a distributed FIFO queue; the worker subscribes to its notifications."""
         _require(q, IDistributedQueue, "with_distributed_queue")
-        source = self._bind_storage(q, priority, capacity, distributed=True)
-        return DistributedQueue(q, capacity, self._sched, source, self._next_id, self._to_json)
+        source = self._bind_storage(q, priority, capacity, distributed=True, prio=False)
+        handle: DistributedQueue[T] = self._storage_handle(DistributedQueue, q, source, capacity)
+        return handle
 
     def with_distributed_priority_queue(
         self, q: IDistributedPriorityQueue, *, priority: int | None = None, capacity: int = 0
     ) -> DistributedPriorityQueue[T]:
         """Bind a distributed priority queue; the worker subscribes to its notifications."""
         _require(q, IDistributedPriorityQueue, "with_distributed_priority_queue")
-        source = self._bind_storage(q, priority, capacity, distributed=True)
-        return DistributedPriorityQueue(
-            q, capacity, self._sched, source, self._next_id, self._to_json
+        source = self._bind_storage(q, priority, capacity, distributed=True, prio=True)
+        handle: DistributedPriorityQueue[T] = self._storage_handle(
+            DistributedPriorityQueue, q, source, capacity
         )
+        return handle
 
 
 class ErrWorker(BaseWorker[T, EnqueuedErrJob[T], EnqueuedErrGroupJob]):

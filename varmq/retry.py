@@ -1,0 +1,72 @@
+"""Retry policy, the not-retryable marker, and what a dead letter looks like to users."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["DeadLetter", "NoRetry", "Retry"]
+
+
+class NoRetry(Exception):
+    """Raise this (``raise varmq.NoRetry("bad input") from exc``) to fail a job for good.
+
+    With a retry policy, the job goes straight to its queue's dead letters.
+    """
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How a worker retries jobs whose function raised.
+
+    The n-th retry waits ``backoff * multiplier ** (n - 1)`` seconds, at most ``max_delay``;
+    with ``jitter`` the wait is drawn uniformly from its upper half, so jobs that failed
+    together do not all come back at once. After ``max_attempts`` runs (the first included)
+    the job goes to its queue's dead letters, and so does a job whose exception is an instance
+    of ``non_retryable`` or of :class:`NoRetry`.
+    """
+
+    max_attempts: int = 5
+    backoff: float = 1.0
+    multiplier: float = 2.0
+    max_delay: float = 300.0
+    jitter: bool = True
+    non_retryable: tuple[type[BaseException], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"Retry.max_attempts must be >= 1, got {self.max_attempts}")
+        if self.backoff < 0 or self.max_delay < 0 or self.multiplier < 1:
+            raise ValueError(
+                "Retry needs backoff >= 0, max_delay >= 0 and multiplier >= 1, got "
+                f"backoff={self.backoff}, max_delay={self.max_delay}, "
+                f"multiplier={self.multiplier}"
+            )
+
+    def should_retry(self, error: BaseException, attempt: int) -> bool:
+        """Whether a job that raised ``error`` on run number ``attempt`` runs again."""
+        if attempt >= self.max_attempts:
+            return False
+        if isinstance(error, NoRetry) or not isinstance(error, Exception):
+            return False
+        return not (self.non_retryable and isinstance(error, self.non_retryable))
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait before run ``attempt + 1``, after run ``attempt`` failed."""
+        wait = min(self.backoff * self.multiplier ** max(attempt - 1, 0), self.max_delay)
+        if self.jitter:
+            wait = random.uniform(wait / 2, wait)
+        return wait
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A job that will not be retried, as a queue handle's ``dead_letters()`` lists it."""
+
+    key: str
+    id: str
+    data: Any
+    attempts: int
+    error: str
+    dead_at: float
