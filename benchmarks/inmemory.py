@@ -243,6 +243,15 @@ def target_text(scenario: Scenario, c: int, ratio: float) -> str:
     return f">= {scenario.target:.2f} {met}"
 
 
+def print_load(when: str) -> None:
+    """The 1, 5 and 15 minute load averages, where the system has them."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (AttributeError, OSError):
+        return
+    print(f"load average {when}: {one:.2f} {five:.2f} {fifteen:.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=200_000, help="jobs per run (default 200000)")
@@ -272,16 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         n, rt_n, repeat = 5_000, 1_000, 1
     concurrencies = args.concurrency or [1, 4, 10]
 
-    print(f"varmq in-memory benchmark: Python {platform.python_version()} ")
     print(
+        f"varmq in-memory benchmark: Python {platform.python_version()} "
         f"({platform.python_implementation()}, {platform.system()} {platform.machine()}), "
         f"{os.cpu_count()} CPUs, best of {repeat}"
     )
-    try:
-        load = os.getloadavg()
-        print(f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    except OSError:
-        pass
+    print_load("at start")
     print()
     header = (
         f"| {'scenario':<16} | {'baseline':<24} | {'c':>3} | {'N':>7} | {'varmq jobs/s':>12} "
@@ -303,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
     print()
+    print_load("at end")
     print("ratio = varmq jobs/s / baseline jobs/s (higher is better for varmq).")
     print("priority vs FIFO: the baseline is varmq's own FIFO queue; the target ratio 0.80")
     print("means priority takes at most 1.25x the time of FIFO.")
