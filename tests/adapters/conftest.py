@@ -1,10 +1,12 @@
 """Fixtures for the adapter tests: a real redis-server for the session, fakeredis, a test clock.
 
 ``redis_url`` starts one redis-server for the whole session (or uses ``REDIS_URL``); ``redis_db``
-flushes its database before each test. ``backend`` runs a test twice, on that server and on
-fakeredis (``fakeredis.FakeRedis`` with Lua); ``stoppable_backend`` also runs twice, but on a
-server of its own that the test may stop, restart or take away. No Redis test is ever skipped:
-without a binary and without ``REDIS_URL`` the session fails and says what to install.
+flushes its database before each test. ``redis_cluster`` starts a three-node Redis Cluster for the
+session (always started here: ``REDIS_URL`` names one server, not a cluster). ``backend`` runs a
+test twice, on that server and on fakeredis (``fakeredis.FakeRedis`` with Lua);
+``stoppable_backend`` also runs twice, but on a server of its own that the test may stop, restart
+or take away. No Redis test is ever skipped: without a binary and without ``REDIS_URL`` the
+session fails and says what to install.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 import redis
 import redisq
 
-from tests.support.redis_server import RedisServer, external_url
+from tests.support.redis_server import RedisClusterNodes, RedisServer, external_url
 
 
 class MsClock:
@@ -99,6 +101,17 @@ def redis_url() -> Iterator[str]:
         yield server.url
     finally:
         server.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisClusterNodes]:
+    """A three-node Redis Cluster on loopback, slots split evenly, for the whole session."""
+    cluster = RedisClusterNodes(3)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.close()
 
 
 @pytest.fixture
