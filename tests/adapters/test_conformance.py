@@ -3,9 +3,10 @@
 Each storage runs ``varmq.testing.conformance.QueueConformance`` through a harness of three
 methods (see that module's docstring):
 
-- ``new_queue(name, *, priority, distributed, visibility_timeout)``: open a queue of that kind;
-  the same name twice gives two objects sharing one stored queue;
-- ``advance(seconds)``: let lease time pass (here: move the ``FakeClock``);
+- ``new_queue(name, *, priority, distributed, visibility_timeout, **options)``: open a queue of
+  that kind; the same name twice gives two objects sharing one stored queue; ``options`` are the
+  dead-letter retention options (``dead_letter_limit``, ``dead_letter_max_age``);
+- ``advance(seconds)``: let lease and delay time pass (here: move the ``FakeClock``);
 - ``close()``: close everything the harness opened.
 
 Adapters run the same suite from their own test modules (``test_sqliteq_conformance.py``, ...).
@@ -27,7 +28,13 @@ class MemoryHarness:
         self.storage = MemoryStorage(clock=self.clock)
 
     def new_queue(
-        self, name: str, *, priority: bool, distributed: bool, visibility_timeout: float
+        self,
+        name: str,
+        *,
+        priority: bool,
+        distributed: bool,
+        visibility_timeout: float,
+        **options: Any,
     ) -> Any:
         opener = {
             (False, False): self.storage.new_queue,
@@ -35,7 +42,7 @@ class MemoryHarness:
             (False, True): self.storage.new_distributed_queue,
             (True, True): self.storage.new_distributed_priority_queue,
         }[priority, distributed]
-        return opener(name, visibility_timeout=visibility_timeout)
+        return opener(name, visibility_timeout=visibility_timeout, **options)
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)
@@ -45,7 +52,7 @@ class MemoryHarness:
 
 
 class TestReferenceStorage(QueueConformance):
-    """The reference storage implements every extension protocol, capacity included."""
+    """The reference storage implements every extension protocol: capacity, retries, stats."""
 
     extensions = ALL_EXTENSIONS
 

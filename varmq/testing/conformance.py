@@ -17,9 +17,11 @@ The harness (:class:`StorageHarness`) has three methods:
     ``distributed``: with ``subscribe``) whose leases last ``visibility_timeout`` seconds. Called
     twice with one name, it returns two objects on the same stored queue, as two processes
     would have. Every test uses fresh names, so a shared server needs no flushing.
+    A storage that claims ``IDeadLetterable`` also takes the keyword options
+    ``dead_letter_limit`` and ``dead_letter_max_age`` and passes them to its queue.
 ``advance(seconds)``
-    Let lease time pass: move the storage's fake clock, or ``time.sleep`` when it has none.
-    The suite uses leases of 0.5 s and advances 0.3 s or 0.6 s at a time.
+    Let lease and delay time pass: move the storage's fake clock, or ``time.sleep`` when it has
+    none. The suite uses leases and delays of 0.5 s and advances 0.3 s or 0.6 s at a time.
 ``close()``
     Close everything the harness opened; called once after each test.
 
@@ -29,17 +31,17 @@ The fixture ``harness`` makes one per test and closes it. A subclass that needs 
 ``distributed_queue``, ``distributed_priority_queue``) that their claim applies to. A storage that
 does not implement an extension protocol (batch takes, delivery counts, ``acknowledge_many``,
 dedup, leases) narrows the class attribute ``extensions``; one that also implements
-``ICapacitySetter`` widens it to ``ALL_EXTENSIONS``. The tests of the protocols left out are
-skipped; the ones kept are checked with ``isinstance``.
+``ICapacitySetter`` or the retry protocols (``RETRY_EXTENSIONS``: delayed enqueue, nack, dead
+letters, stats) widens it, up to ``ALL_EXTENSIONS``. The tests of the protocols left out are
+skipped; the ones kept are checked with ``isinstance``. The retry tests live in
+``varmq.testing.conformance_retries`` (``RetryConformance``), which ``QueueConformance`` inherits.
 """
 
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import pytest
 
@@ -47,29 +49,44 @@ from varmq.protocols import (
     IBatchAcknowledgeable,
     ICapacitySetter,
     ICountedDelivery,
+    IDeadLetterable,
     IDedupQueue,
+    IDelayedEnqueue,
     IDistributedPriorityQueue,
     IDistributedQueue,
     ILeaseExtendable,
     IMultiAcknowledgeable,
+    INackable,
     IPersistentPriorityQueue,
     IPersistentQueue,
+    IQueueStats,
 )
+from varmq.testing._suite import (
+    ALL_KINDS,
+    DISTRIBUTED_KINDS,
+    FIFO_KINDS,
+    LEASE,
+    LONG_LEASE,
+    PRIORITY_KINDS,
+    WAIT,
+    QueueKind,
+    StorageHarness,
+)
+from varmq.testing._suite import drain as _drain
+from varmq.testing._suite import fresh_name as _fresh_name
+from varmq.testing._suite import kinds as _kinds
+from varmq.testing._suite import put as _put
+from varmq.testing._suite import take as _take
+from varmq.testing.conformance_retries import RetryConformance
 
 __all__ = [
     "ALL_EXTENSIONS",
     "DEFAULT_EXTENSIONS",
+    "RETRY_EXTENSIONS",
     "QueueConformance",
     "QueueKind",
     "StorageHarness",
 ]
-
-LEASE = 0.5
-"""Visibility timeout of the queues in lease tests, in seconds."""
-LONG_LEASE = 60.0
-"""Visibility timeout where a test does not want leases to expire, however slow the storage."""
-WAIT = 5.0
-"""Longest wait for something another thread or process does."""
 
 DEFAULT_EXTENSIONS: tuple[type, ...] = (
     IBatchAcknowledgeable,
@@ -80,84 +97,21 @@ DEFAULT_EXTENSIONS: tuple[type, ...] = (
 )
 """The optional protocols a storage claims unless it says otherwise: those the worker relies on
 for batching, retries, dedup and long jobs, and that ``sqliteq`` and ``redisq`` implement."""
-ALL_EXTENSIONS: tuple[type, ...] = (*DEFAULT_EXTENSIONS, ICapacitySetter)
+RETRY_EXTENSIONS: tuple[type, ...] = (IDelayedEnqueue, INackable, IDeadLetterable, IQueueStats)
+"""The protocols of delayed jobs, retries, dead letters and stats (tests in
+``conformance_retries``). Not in ``DEFAULT_EXTENSIONS``: a storage claims them once it has them."""
+ALL_EXTENSIONS: tuple[type, ...] = (*DEFAULT_EXTENSIONS, ICapacitySetter, *RETRY_EXTENSIONS)
 """Every optional protocol the suite knows how to test."""
 
 
-class StorageHarness(Protocol):
-    """What a storage gives the suite: queues, passing time, and cleanup."""
-
-    def new_queue(
-        self, name: str, *, priority: bool, distributed: bool, visibility_timeout: float
-    ) -> Any:
-        """Open queue ``name`` of the given kind; the same name twice shares the jobs."""
-        ...
-
-    def advance(self, seconds: float) -> None:
-        """Let ``seconds`` of lease time pass (fake clock, or a real sleep)."""
-        ...
-
-    def close(self) -> None:
-        """Close everything this harness opened."""
-        ...
-
-
-@dataclass(frozen=True)
-class QueueKind:
-    """One of the four kinds of queue a storage offers."""
-
-    priority: bool
-    distributed: bool
-
-    def __str__(self) -> str:
-        return ("distributed_" if self.distributed else "") + (
-            "priority_queue" if self.priority else "queue"
-        )
-
-
-FIFO_KINDS = (QueueKind(False, False), QueueKind(False, True))
-PRIORITY_KINDS = (QueueKind(True, False), QueueKind(True, True))
-DISTRIBUTED_KINDS = (QueueKind(False, True), QueueKind(True, True))
-ALL_KINDS = (*FIFO_KINDS, *PRIORITY_KINDS)
-
-
-def _kinds(kinds: tuple[QueueKind, ...]) -> pytest.MarkDecorator:
-    return pytest.mark.parametrize("kind", kinds, ids=str)
-
-
-def _fresh_name() -> str:
-    """A queue name no other test, run or process uses."""
-    return f"conformance-{uuid.uuid4().hex}"
-
-
-def _put(q: Any, kind: QueueKind, item: Any, priority: int = 0) -> bool:
-    """Enqueue through the shape of ``enqueue`` that ``kind`` has."""
-    return bool(q.enqueue(item, priority) if kind.priority else q.enqueue(item))
-
-
-def _take(q: Any) -> bytes | None:
-    """Take one job with a lease and return its payload only."""
-    taken = q.dequeue_with_ack_id()
-    return None if taken is None else taken[0]
-
-
-def _drain(q: Any) -> list[bytes]:
-    """Take (and acknowledge) everything ready, in take order."""
-    items = []
-    while (taken := q.dequeue_with_ack_id()) is not None:
-        items.append(taken[0])
-        assert q.acknowledge(taken[1])
-    return items
-
-
-class QueueConformance:
+class QueueConformance(RetryConformance):
     """The conformance tests; subclass with a ``Test*`` name and implement ``make_harness``."""
 
     extensions: ClassVar[tuple[type, ...]] = DEFAULT_EXTENSIONS
     """The optional protocols this storage implements; the tests of the others are skipped.
 
-    Narrow it when your storage lacks one; widen it to ``ALL_EXTENSIONS`` when it also
-    implements ``ICapacitySetter``.
+    Narrow it when your storage lacks one; widen it with ``ICapacitySetter`` and
+    ``RETRY_EXTENSIONS`` when it implements them (``ALL_EXTENSIONS`` is every one).
     """
 
     def make_harness(self) -> StorageHarness:

@@ -1,0 +1,612 @@
+"""The conformance tests of delayed jobs, nacks, dead letters and stats: ``RetryConformance``.
+
+A mixin of :class:`varmq.testing.conformance.QueueConformance`, which inherits it, so a storage
+runs these tests by subclassing ``QueueConformance`` as usual; do not subclass this one alone.
+Each test runs only when the storage claims its protocols (``IDelayedEnqueue``, ``INackable``,
+``IDeadLetterable``, ``IQueueStats``, listed together in ``RETRY_EXTENSIONS``) in ``extensions``.
+
+The semantics checked are those written in ``varmq.protocols``: a delayed or nacked job is not
+handed out before it is due, then joins the end of its priority's line at its due time; a nack
+or dead letter with a stale ack id is refused and changes nothing; dead letters are listed oldest
+first, can be requeued with their attempts reset, and are bounded by count and age. Delays are
+0.5 s and time passes by ``harness.advance``, as in the lease tests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from varmq.protocols import (
+    ICountedDelivery,
+    IDeadLetterable,
+    IDedupQueue,
+    IDelayedEnqueue,
+    ILeaseExtendable,
+    INackable,
+    IQueueStats,
+)
+from varmq.testing._suite import (
+    ALL_KINDS,
+    DELAY,
+    LEASE,
+    LONG_LEASE,
+    PRIORITY_KINDS,
+    QueueKind,
+    StorageHarness,
+    drain,
+    fresh_name,
+    kinds,
+    put,
+    take,
+)
+
+__all__ = ["RetryConformance"]
+
+OLD_UNIX_TIME = 1_000_000_000.0
+"""2001-09-09: any ``dead_at`` in Unix seconds is later than this."""
+
+
+def _priority(kind: QueueKind, priority: int = 0) -> int | None:
+    """The ``priority`` argument of the optional-priority calls: ``None`` on FIFO queues."""
+    return priority if kind.priority else None
+
+
+def _delay(q: Any, kind: QueueKind, item: bytes, delay: float, priority: int = 0) -> bool:
+    """``enqueue_delayed`` without a job id, with ``priority`` on priority queues."""
+    return bool(q.enqueue_delayed(item, delay, None, _priority(kind, priority)))
+
+
+def _take_one(q: Any) -> tuple[bytes, str]:
+    """Take one job that must be there; its payload and ack id."""
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None, "expected a job to take"
+    return taken[0], taken[1]
+
+
+def _kill(q: Any, kind: QueueKind, item: bytes, error: str = "boom") -> None:
+    """Store ``item``, take it and dead-letter it; it must be the only job waiting."""
+    assert put(q, kind, item)
+    taken, ack_id = _take_one(q)
+    assert taken == item
+    assert q.dead_letter(ack_id, error) is True
+
+
+class RetryConformance:
+    """Tests of ``IDelayedEnqueue``, ``INackable``, ``IDeadLetterable`` and ``IQueueStats``."""
+
+    extensions: ClassVar[tuple[type, ...]]
+
+    if TYPE_CHECKING:  # provided by QueueConformance
+
+        def open(
+            self,
+            harness: StorageHarness,
+            kind: QueueKind,
+            name: str | None = None,
+            lease: float = LONG_LEASE,
+        ) -> Any: ...
+
+        def require(self, *protocols: type) -> None: ...
+
+    def open_with(self, harness: StorageHarness, kind: QueueKind, **options: Any) -> Any:
+        """Open a fresh queue of ``kind`` with storage options (``dead_letter_limit``, ...)."""
+        opener: Any = harness.new_queue
+        return opener(
+            fresh_name(),
+            priority=kind.priority,
+            distributed=kind.distributed,
+            visibility_timeout=LONG_LEASE,
+            **options,
+        )
+
+    # -- delayed enqueue ---------------------------------------------------------------------
+
+    @kinds(ALL_KINDS)
+    def test_delayed_job_is_not_handed_out_before_its_delay(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDelayedEnqueue)
+        q = self.open(harness, kind)
+        assert _delay(q, kind, b"later", DELAY) is True
+        assert q.dequeue_with_ack_id() is None
+        harness.advance(DELAY * 0.6)
+        assert q.dequeue_with_ack_id() is None
+        harness.advance(DELAY * 0.6)
+        assert drain(q) == [b"later"]
+
+    @kinds(ALL_KINDS)
+    def test_delayed_jobs_come_out_in_due_order(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDelayedEnqueue)
+        q = self.open(harness, kind)
+        assert _delay(q, kind, b"due-last", DELAY * 1.6)
+        assert _delay(q, kind, b"due-first", DELAY)
+        assert _delay(q, kind, b"due-second", DELAY * 1.2)
+        harness.advance(DELAY * 2)
+        assert drain(q) == [b"due-first", b"due-second", b"due-last"]
+
+    @kinds(ALL_KINDS)
+    def test_due_delayed_job_joins_the_end_of_its_line_at_its_due_time(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDelayedEnqueue)
+        q = self.open(harness, kind)
+        assert put(q, kind, b"waiting-before")
+        assert _delay(q, kind, b"delayed", DELAY)
+        harness.advance(DELAY * 0.6)
+        assert put(q, kind, b"waiting-while-delayed")
+        harness.advance(DELAY * 0.6)  # due now, and has been since before the next enqueue
+        assert put(q, kind, b"added-after-due")
+        expected = [b"waiting-before", b"waiting-while-delayed", b"delayed", b"added-after-due"]
+        assert q.values() == expected
+        assert drain(q) == expected
+
+    @kinds(PRIORITY_KINDS)
+    def test_due_delayed_job_is_handed_out_by_its_priority(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDelayedEnqueue)
+        q = self.open(harness, kind)
+        assert q.enqueue(b"low", 5) and q.enqueue(b"mid", 3)
+        assert q.enqueue_delayed(b"urgent", DELAY, None, 1)
+        assert q.enqueue_delayed(b"lowest", DELAY, None, 9)
+        assert q.values() == [b"mid", b"low"]
+        harness.advance(DELAY * 1.2)
+        assert drain(q) == [b"urgent", b"mid", b"low", b"lowest"]
+
+    @kinds(ALL_KINDS)
+    def test_len_and_values_leave_out_delayed_jobs_until_they_are_due(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDelayedEnqueue)
+        q = self.open(harness, kind)
+        assert put(q, kind, b"now")
+        assert _delay(q, kind, b"later", DELAY)
+        assert len(q) == 1
+        assert q.values() == [b"now"]
+        harness.advance(DELAY * 1.2)
+        assert len(q) == 2
+        assert q.values() == [b"now", b"later"]
+
+    @kinds(ALL_KINDS)
+    def test_delayed_enqueue_without_a_positive_delay_is_available_now(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDelayedEnqueue)
+        q = self.open(harness, kind)
+        assert put(q, kind, b"first")
+        assert _delay(q, kind, b"zero", 0)
+        assert _delay(q, kind, b"negative", -1.0)
+        assert len(q) == 3
+        assert drain(q) == [b"first", b"zero", b"negative"]
+
+    @kinds(ALL_KINDS)
+    def test_delayed_job_id_is_stored_once_while_the_job_is_delayed(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDelayedEnqueue, IDedupQueue)
+        q = self.open(harness, kind)
+        priority = _priority(kind)
+        assert q.enqueue_delayed(b"first", DELAY, "job-1", priority) is True
+        assert q.enqueue_delayed(b"second", DELAY, "job-1", priority) is True
+        assert q.enqueue_dedup(b"third", "job-1", priority) is True
+        assert len(q) == 0
+        harness.advance(DELAY * 1.2)
+        assert drain(q) == [b"first"]
+        assert q.enqueue_delayed(b"again", 0, "job-1", priority) is True
+        assert q.values() == [b"again"]
+
+    @kinds(ALL_KINDS)
+    def test_delays_survive_reopening_the_queue_through_another_object(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDelayedEnqueue)
+        name = fresh_name()
+        first = self.open(harness, kind, name)
+        assert _delay(first, kind, b"later", DELAY)
+        first.close()
+        second = self.open(harness, kind, name)
+        assert second.dequeue_with_ack_id() is None
+        harness.advance(DELAY * 0.6)
+        assert second.dequeue_with_ack_id() is None
+        harness.advance(DELAY * 0.6)
+        assert drain(second) == [b"later"]
+
+    # -- nack --------------------------------------------------------------------------------
+
+    @kinds(ALL_KINDS)
+    def test_nacked_job_is_not_handed_out_before_its_delay(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(INackable)
+        q = self.open(harness, kind)
+        assert put(q, kind, b"a")
+        _, ack_id = _take_one(q)
+        assert q.nack(ack_id, DELAY) is True
+        assert len(q) == 0
+        assert q.dequeue_with_ack_id() is None
+        harness.advance(DELAY * 0.6)
+        assert q.dequeue_with_ack_id() is None
+        harness.advance(DELAY * 0.6)
+        assert drain(q) == [b"a"]
+
+    @kinds(ALL_KINDS)
+    def test_nacked_job_counts_one_more_delivery_on_its_next_take(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(INackable, ICountedDelivery)
+        q = self.open(harness, kind)
+        assert put(q, kind, b"a")
+        [(_, ack_id, attempt)] = q.dequeue_batch_with_attempts(1)
+        assert attempt == 1
+        assert q.nack(ack_id, DELAY)
+        harness.advance(DELAY * 1.2)
+        [(item, ack_id, attempt)] = q.dequeue_batch_with_attempts(1)
+        assert (item, attempt) == (b"a", 2)
+        assert q.nack(ack_id, 0)
+        [(item, ack_id, attempt)] = q.dequeue_batch_with_attempts(1)
+        assert (item, attempt) == (b"a", 3)
+        assert q.acknowledge(ack_id)
+
+    @kinds(PRIORITY_KINDS)
+    def test_nacked_job_keeps_its_priority(self, harness: StorageHarness, kind: QueueKind) -> None:
+        self.require(INackable)
+        q = self.open(harness, kind)
+        assert q.enqueue(b"urgent", 1) and q.enqueue(b"low", 5)
+        taken, ack_id = _take_one(q)
+        assert taken == b"urgent"
+        assert q.nack(ack_id, DELAY)
+        assert q.enqueue(b"mid", 3)
+        harness.advance(DELAY * 1.2)
+        assert drain(q) == [b"urgent", b"mid", b"low"]
+
+    @kinds(ALL_KINDS)
+    def test_nack_without_a_delay_puts_the_job_at_the_end_of_its_line_now(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(INackable)
+        q = self.open(harness, kind)
+        assert put(q, kind, b"a") and put(q, kind, b"b")
+        taken, ack_id = _take_one(q)
+        assert taken == b"a"
+        harness.advance(DELAY * 0.6)
+        assert q.nack(ack_id, 0) is True
+        assert len(q) == 2
+        assert drain(q) == [b"b", b"a"]
+
+    @kinds(ALL_KINDS)
+    def test_nack_after_the_lease_expired_is_refused_and_changes_nothing(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(INackable, ILeaseExtendable, ICountedDelivery)
+        q = self.open(harness, kind, lease=LEASE)
+        assert put(q, kind, b"a")
+        _, expired = _take_one(q)
+        harness.advance(LEASE * 1.2)
+        assert q.nack(expired, DELAY * 100) is False
+        assert len(q) == 1  # not delayed by the refused nack
+        [(item, ack_id, attempt)] = q.dequeue_batch_with_attempts(1)
+        assert (item, attempt) == (b"a", 2)
+        assert q.acknowledge(ack_id)
+
+    @kinds(ALL_KINDS)
+    def test_nack_after_another_consumer_took_the_job_is_refused(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(INackable, ILeaseExtendable)
+        name = fresh_name()
+        q = self.open(harness, kind, name, lease=LEASE)
+        other = self.open(harness, kind, name, lease=LEASE)
+        assert put(q, kind, b"a")
+        _, stale = _take_one(q)
+        harness.advance(LEASE * 1.2)
+        _, fresh = _take_one(other)
+        assert q.nack(stale, 0) is False
+        assert len(q) == 0 and q.dequeue_with_ack_id() is None  # still leased by the other
+        assert other.acknowledge(fresh) is True
+
+    @kinds(ALL_KINDS)
+    def test_nack_of_an_unknown_or_acknowledged_ack_id_returns_false(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(INackable)
+        q = self.open(harness, kind)
+        assert q.nack("no-such-ack-id", 0) is False
+        assert put(q, kind, b"a")
+        _, ack_id = _take_one(q)
+        assert q.acknowledge(ack_id)
+        assert q.nack(ack_id, 0) is False
+        assert len(q) == 0
+
+    @kinds(ALL_KINDS)
+    def test_nacked_job_id_is_stored_once_while_the_job_waits_out_its_delay(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(INackable, IDedupQueue)
+        q = self.open(harness, kind)
+        priority = _priority(kind)
+        assert q.enqueue_dedup(b"first", "job-1", priority)
+        _, ack_id = _take_one(q)
+        assert q.nack(ack_id, DELAY)
+        assert q.enqueue_dedup(b"second", "job-1", priority) is True
+        assert len(q) == 0
+        harness.advance(DELAY * 1.2)
+        assert drain(q) == [b"first"]
+
+    # -- dead letters ------------------------------------------------------------------------
+
+    @kinds(ALL_KINDS)
+    def test_dead_letter_moves_the_job_out_of_the_queue_onto_the_shelf(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable)
+        q = self.open(harness, kind)
+        envelope = b'{"id": "job-1", "status": "Created", "data": 1}'
+        assert put(q, kind, envelope)
+        _, ack_id = _take_one(q)
+        assert q.dead_letter(ack_id, "ValueError: bad input") is True
+        assert len(q) == 0
+        assert q.values() == []
+        assert q.dequeue_with_ack_id() is None
+        assert q.acknowledge(ack_id) is False
+        [letter] = q.dead_letters()
+        assert set(letter) == {"key", "item", "attempts", "error", "dead_at"}
+        assert isinstance(letter["key"], str) and letter["key"]
+        assert type(letter["item"]) is bytes and letter["item"] == envelope
+        assert letter["attempts"] == 1
+        assert letter["error"] == "ValueError: bad input"
+        assert isinstance(letter["dead_at"], float) and letter["dead_at"] > OLD_UNIX_TIME
+
+    @kinds(ALL_KINDS)
+    def test_dead_letter_records_how_often_the_job_was_handed_out(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable, ILeaseExtendable)
+        q = self.open(harness, kind, lease=LEASE)
+        assert put(q, kind, b"a")
+        _take_one(q)
+        harness.advance(LEASE * 1.2)
+        _, ack_id = _take_one(q)
+        assert q.dead_letter(ack_id, "boom")
+        assert [letter["attempts"] for letter in q.dead_letters()] == [2]
+
+    @kinds(ALL_KINDS)
+    def test_dead_letter_with_a_stale_ack_id_is_refused_and_changes_nothing(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable, ILeaseExtendable)
+        q = self.open(harness, kind, lease=LEASE)
+        assert q.dead_letter("no-such-ack-id", "boom") is False
+        assert put(q, kind, b"a")
+        _, expired = _take_one(q)
+        harness.advance(LEASE * 1.2)
+        assert q.dead_letter(expired, "boom") is False
+        assert len(q) == 1
+        _, fresh = _take_one(q)
+        assert q.dead_letter(expired, "boom") is False
+        assert q.dead_letters() == []
+        assert q.acknowledge(fresh) is True
+        assert q.dead_letter(fresh, "boom") is False
+        assert q.dead_letters() == []
+
+    @kinds(ALL_KINDS)
+    def test_dead_letters_are_listed_oldest_first_up_to_the_limit(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable)
+        q = self.open(harness, kind)
+        items = [f"job-{i}".encode() for i in range(4)]
+        for i, item in enumerate(items):
+            _kill(q, kind, item, f"error {i}")
+            harness.advance(0.01)
+        letters = q.dead_letters()
+        assert [letter["item"] for letter in letters] == items
+        assert [letter["error"] for letter in letters] == [f"error {i}" for i in range(4)]
+        assert len({letter["key"] for letter in letters}) == 4
+        dead_at = [letter["dead_at"] for letter in letters]
+        assert dead_at == sorted(dead_at)
+        assert [letter["item"] for letter in q.dead_letters(limit=2)] == items[:2]
+        assert q.dead_letters(limit=0) == []
+
+    @kinds(ALL_KINDS)
+    def test_requeue_dead_puts_chosen_dead_letters_back_with_attempts_reset(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable, ICountedDelivery, ILeaseExtendable)
+        q = self.open(harness, kind, lease=LEASE)
+        assert put(q, kind, b"a")
+        _take_one(q)
+        harness.advance(LEASE * 1.2)  # a's second delivery is the one that dies
+        _, ack_id = _take_one(q)
+        assert q.dead_letter(ack_id, "boom")
+        _kill(q, kind, b"b")
+        by_item = {letter["item"]: letter["key"] for letter in q.dead_letters()}
+        assert q.requeue_dead([by_item[b"a"], "no-such-key"]) == 1
+        assert [letter["item"] for letter in q.dead_letters()] == [b"b"]
+        assert len(q) == 1
+        [(item, ack_id, attempt)] = q.dequeue_batch_with_attempts(1)
+        assert (item, attempt) == (b"a", 1)
+        assert q.acknowledge(ack_id)
+
+    @kinds(ALL_KINDS)
+    def test_requeue_dead_without_keys_puts_every_dead_letter_back(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable)
+        q = self.open(harness, kind)
+        for item in (b"a", b"b", b"c"):
+            _kill(q, kind, item)
+        assert q.requeue_dead() == 3
+        assert q.dead_letters() == []
+        assert len(q) == 3
+        assert sorted(drain(q)) == [b"a", b"b", b"c"]
+        assert q.requeue_dead() == 0
+
+    @kinds(ALL_KINDS)
+    def test_requeued_dead_letter_joins_the_end_of_its_line_with_its_priority(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable)
+        q = self.open(harness, kind)
+        assert put(q, kind, b"dead", 2)
+        _, ack_id = _take_one(q)
+        assert q.dead_letter(ack_id, "boom")
+        assert put(q, kind, b"same-priority", 2) and put(q, kind, b"urgent", 1)
+        harness.advance(DELAY * 0.6)
+        assert put(q, kind, b"lowest", 3)
+        assert q.requeue_dead() == 1
+        expected = [b"urgent", b"same-priority", b"dead", b"lowest"]
+        if not kind.priority:
+            expected = [b"same-priority", b"urgent", b"lowest", b"dead"]
+        assert drain(q) == expected
+
+    @kinds(ALL_KINDS)
+    def test_purge_dead_deletes_every_dead_letter_and_returns_how_many(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable)
+        q = self.open(harness, kind)
+        _kill(q, kind, b"a")
+        _kill(q, kind, b"b")
+        assert put(q, kind, b"waiting")
+        assert q.purge_dead() == 2
+        assert q.dead_letters() == []
+        assert q.purge_dead() == 0
+        assert q.values() == [b"waiting"]
+
+    @kinds(ALL_KINDS)
+    def test_dead_letters_beyond_the_limit_drop_the_oldest(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable)
+        q = self.open_with(harness, kind, dead_letter_limit=3)
+        items = [f"job-{i}".encode() for i in range(5)]
+        for item in items:
+            _kill(q, kind, item)
+            harness.advance(0.01)
+        assert [letter["item"] for letter in q.dead_letters()] == items[2:]
+
+    @kinds(ALL_KINDS)
+    def test_dead_letters_older_than_the_max_age_are_dropped_when_another_arrives(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable)
+        q = self.open_with(harness, kind, dead_letter_max_age=DELAY)
+        _kill(q, kind, b"old")
+        harness.advance(DELAY * 0.6)
+        _kill(q, kind, b"young")
+        harness.advance(DELAY * 0.6)
+        _kill(q, kind, b"new")
+        assert [letter["item"] for letter in q.dead_letters()] == [b"young", b"new"]
+
+    @kinds(ALL_KINDS)
+    def test_dead_lettered_job_id_can_be_stored_again(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable, IDedupQueue)
+        q = self.open(harness, kind)
+        priority = _priority(kind)
+        assert q.enqueue_dedup(b"first", "job-1", priority)
+        _, ack_id = _take_one(q)
+        assert q.dead_letter(ack_id, "boom")
+        assert q.enqueue_dedup(b"second", "job-1", priority) is True
+        assert q.values() == [b"second"]
+
+    @kinds(ALL_KINDS)
+    def test_dead_letters_are_shared_by_objects_on_one_name_only(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IDeadLetterable)
+        name = fresh_name()
+        q, other, elsewhere = (
+            self.open(harness, kind, name),
+            self.open(harness, kind, name),
+            self.open(harness, kind),
+        )
+        _kill(q, kind, b"a")
+        assert [letter["item"] for letter in other.dead_letters()] == [b"a"]
+        assert elsewhere.dead_letters() == []
+        assert elsewhere.requeue_dead() == 0
+        assert other.requeue_dead() == 1
+        assert q.dead_letters() == []
+        assert take(q) == b"a"
+
+    # -- stats -------------------------------------------------------------------------------
+
+    @kinds(ALL_KINDS)
+    def test_stats_count_waiting_and_in_flight_jobs(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IQueueStats)
+        q = self.open(harness, kind)
+        assert q.stats() == {
+            "waiting": 0,
+            "in_flight": 0,
+            "delayed": 0,
+            "dead": 0,
+            "oldest_age": 0,
+        }
+        for item in (b"a", b"b", b"c"):
+            assert put(q, kind, item)
+        _take_one(q)
+        stats = q.stats()
+        assert set(stats) == {"waiting", "in_flight", "delayed", "dead", "oldest_age"}
+        assert (stats["waiting"], stats["in_flight"]) == (2, 1)
+        assert (stats["delayed"], stats["dead"]) == (0, 0)
+
+    @kinds(ALL_KINDS)
+    def test_stats_count_a_job_whose_lease_expired_as_waiting(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IQueueStats, ILeaseExtendable)
+        q = self.open(harness, kind, lease=LEASE)
+        assert put(q, kind, b"a")
+        _take_one(q)
+        harness.advance(LEASE * 1.2)
+        stats = q.stats()
+        assert (stats["waiting"], stats["in_flight"]) == (1, 0)
+
+    @kinds(ALL_KINDS)
+    def test_stats_oldest_age_is_the_age_of_the_oldest_waiting_job(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IQueueStats)
+        q = self.open(harness, kind)
+        assert put(q, kind, b"older")
+        harness.advance(0.3)
+        assert put(q, kind, b"newer")
+        harness.advance(0.3)
+        assert 0.6 - 0.01 <= q.stats()["oldest_age"] < 0.6 + 1.0
+        assert _take_one(q)[0] == b"older"
+        assert 0.3 - 0.01 <= q.stats()["oldest_age"] < 0.3 + 1.0
+        _take_one(q)
+        assert q.stats()["oldest_age"] == 0
+
+    @kinds(ALL_KINDS)
+    def test_stats_count_delayed_jobs_until_they_are_due(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IQueueStats, IDelayedEnqueue, INackable)
+        q = self.open(harness, kind)
+        assert _delay(q, kind, b"delayed", DELAY)
+        assert put(q, kind, b"nacked")
+        _, ack_id = _take_one(q)
+        assert q.nack(ack_id, DELAY)
+        stats = q.stats()
+        assert (stats["waiting"], stats["in_flight"], stats["delayed"]) == (0, 0, 2)
+        assert stats["oldest_age"] == 0
+        harness.advance(DELAY * 1.2)
+        stats = q.stats()
+        assert (stats["waiting"], stats["delayed"]) == (2, 0)
+
+    @kinds(ALL_KINDS)
+    def test_stats_count_dead_letters(self, harness: StorageHarness, kind: QueueKind) -> None:
+        self.require(IQueueStats, IDeadLetterable)
+        q = self.open(harness, kind)
+        _kill(q, kind, b"a")
+        _kill(q, kind, b"b")
+        stats = q.stats()
+        assert (stats["waiting"], stats["in_flight"], stats["dead"]) == (0, 0, 2)
+        assert q.purge_dead() == 2
+        assert q.stats()["dead"] == 0
