@@ -79,7 +79,10 @@ class EnqueuedJob(Job[T]):
     )
 
     def __init__(self, job_id: str, data: T, group: Group | None = None) -> None:
-        super().__init__(job_id, data)
+        # Fields of Job set here directly: this runs once per add, on the hot path.
+        self.id = job_id
+        self.data = data
+        self.attempt = 1
         #: The priority it was added with (priority queues), kept for retries.
         self._priority = 0
         #: The bound queue it was taken from, set when the worker takes it.

@@ -207,24 +207,36 @@ class Scheduler:
                     self.buffered -= 1
                     return RUN, source.buffer.popleft()
         if self.state is State.ACTIVE:
-            now = time.monotonic() if self.storage_sources else 0.0
+            usable: Callable[[Source], bool] = _always
+            if self.storage_sources:
+                now = time.monotonic()
 
-            def usable(s: Source) -> bool:
-                return s.usable(now)
+                def usable(s: Source) -> bool:
+                    return s.usable(now)
 
+            sources = self.sources
             for _ in range(4):
                 if self.in_flight >= self.concurrency:
                     break
-                picked, self.cursor = pick(self.strategy, self.sources, self.cursor, usable)
-                if picked is None:
-                    break
+                if len(sources) == 1:
+                    picked: Source | None = sources[0]
+                    if not (usable(sources[0]) and sources[0].has_work()):
+                        break
+                else:
+                    picked, self.cursor = pick(self.strategy, sources, self.cursor, usable)
+                    if picked is None:
+                        break
                 if isinstance(picked, MemorySource):
                     job = picked.take(self.decode)
                     if job is None:
                         continue
                     self.in_flight += 1
-                    if self.waking == 0 and self.in_flight < self.concurrency:
-                        # More may be waiting: pass the baton so load ramps up.
+                    if (
+                        self.waking == 0
+                        and self.in_flight < self.concurrency
+                        and picked.has_work()
+                    ):
+                        # More is waiting: pass the baton so load ramps up.
                         self.wake_one_locked()
                     return RUN, job
                 assert isinstance(picked, StorageSource)
@@ -407,6 +419,10 @@ class Scheduler:
 
     def queues_empty_locked(self) -> bool:
         return all(source.waiting() == 0 for source in self.sources)
+
+
+def _always(source: Source) -> bool:
+    return True
 
 
 def _release(slot: Slot) -> None:

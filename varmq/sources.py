@@ -57,7 +57,6 @@ class StorageJob(Job[Any]):
 class Source:
     """Common part of every bound queue: its storage, label and bind rank."""
 
-    memory = True
 
     def __init__(self, storage: Any, label: str, rank: int, index: int) -> None:
         self.storage = storage
@@ -159,7 +158,6 @@ class MemorySource(Source):
 class StorageSource(Source):
     """A persistent or distributed queue: batch takes, leases, acknowledgement."""
 
-    memory = False
 
     def __init__(
         self,
