@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
-from varmq.testing import FakeClock, Faults, MemoryStorage
+from varmq.testing import (
+    DEAD_LETTER_LIMIT,
+    DEAD_LETTER_MAX_AGE,
+    FakeClock,
+    Faults,
+    MemoryDistributedPriorityQueue,
+    MemoryDistributedQueue,
+    MemoryQueue,
+    MemoryStorage,
+)
 
 
 @pytest.fixture
@@ -87,6 +97,47 @@ def test_refused_extension_leaves_the_deadline_as_it_was(
     assert again is not None and q.extend_lease(again[1]) is True
 
 
+def test_refused_nack_leaves_the_job_leased_until_switched_off(
+    storage: MemoryStorage, clock: FakeClock
+) -> None:
+    q = storage.new_queue("q", visibility_timeout=10.0)
+    assert q.enqueue(b"a")
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None
+    q.faults.refuse_nack = True
+    assert q.nack(taken[1], 0) is False
+    assert len(q) == 0
+    assert q.stats()["in_flight"] == 1
+    q.faults.refuse_nack = False
+    assert q.nack(taken[1], 5.0) is True
+    clock.advance(5.0)
+    [(item, _, attempt)] = q.dequeue_batch_with_attempts(1)
+    assert (item, attempt) == (b"a", 2)
+
+
+def test_refused_dead_letter_leaves_the_job_leased_until_its_lease_expires(
+    storage: MemoryStorage, clock: FakeClock
+) -> None:
+    q = storage.new_queue("q", visibility_timeout=10.0)
+    assert q.enqueue(b"a")
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None
+    q.faults.refuse_dead_letter = True
+    assert q.dead_letter(taken[1], "boom") is False
+    assert q.dead_letters() == []
+    assert q.dequeue_with_ack_id() is None
+    q.faults.refuse_dead_letter = False
+    assert q.dead_letter(taken[1], "boom") is True
+    assert [letter["item"] for letter in q.dead_letters()] == [b"a"]
+
+
+def test_refuse_enqueue_also_refuses_delayed_enqueues(storage: MemoryStorage) -> None:
+    q = storage.new_queue("q")
+    q.faults.refuse_enqueue = True
+    assert q.enqueue_delayed(b"a", 1.0) is False
+    assert q.stats()["delayed"] == 0
+
+
 def test_faults_belong_to_one_queue_object(storage: MemoryStorage) -> None:
     broken, healthy = storage.new_queue("q"), storage.new_queue("q")
     broken.faults.refuse_enqueue = True
@@ -96,7 +147,7 @@ def test_faults_belong_to_one_queue_object(storage: MemoryStorage) -> None:
 
 
 def test_faults_clear_turns_every_switch_off() -> None:
-    faults = Faults(True, ConnectionError("injected"), True, True)
+    faults = Faults(True, ConnectionError("injected"), True, True, True, True)
     faults.clear()
     assert faults == Faults()
 
@@ -251,3 +302,184 @@ def test_a_raising_subscriber_does_not_fail_the_enqueue(
         assert q.enqueue(b"a") is True
     assert len(q) == 1
     assert "a subscriber raised" in caplog.text
+
+
+# -- delays, nacks and dead letters ----------------------------------------------------------
+
+
+def test_delayed_job_is_due_when_the_clock_reaches_its_time(
+    storage: MemoryStorage, clock: FakeClock
+) -> None:
+    q = storage.new_queue("q")
+    assert q.enqueue_delayed(b"a", 10.0)
+    clock.advance(9.5)
+    assert len(q) == 0
+    clock.advance(0.5)
+    assert len(q) == 1
+
+
+@pytest.mark.parametrize("delay", ["1", None, True, float("nan")], ids=repr)
+def test_a_delay_that_is_not_a_number_of_seconds_is_refused(
+    storage: MemoryStorage, delay: object
+) -> None:
+    q = storage.new_queue("emails")
+    with pytest.raises((TypeError, ValueError), match=r"'emails'.*delay"):
+        q.enqueue_delayed(b"a", delay)  # type: ignore[arg-type]
+    assert q.enqueue(b"a")
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None
+    with pytest.raises((TypeError, ValueError), match="delay"):
+        q.nack(taken[1], delay)  # type: ignore[arg-type]
+
+
+def test_fifo_delayed_enqueue_ignores_a_priority(storage: MemoryStorage) -> None:
+    q = storage.new_queue("q")
+    assert q.enqueue_delayed(b"a", 0, None, 5)
+    assert q.enqueue(b"b")
+    assert q.values() == [b"a", b"b"]
+
+
+def test_purge_leaves_delayed_jobs_delayed(storage: MemoryStorage, clock: FakeClock) -> None:
+    q = storage.new_queue("q")
+    assert q.enqueue(b"now") and q.enqueue_delayed(b"later", 1.0)
+    q.purge()
+    assert len(q) == 0
+    clock.advance(1.0)
+    assert q.values() == [b"later"]
+
+
+def test_closed_object_still_nacks_and_dead_letters_what_it_took(
+    storage: MemoryStorage,
+) -> None:
+    q = storage.new_queue("q")
+    assert q.enqueue(b"a") and q.enqueue(b"b")
+    first, second = q.dequeue_with_ack_id(), q.dequeue_with_ack_id()
+    assert first is not None and second is not None
+    q.close()
+    assert q.enqueue_delayed(b"c", 0) is False
+    assert q.nack(first[1], 0) is True
+    assert q.dead_letter(second[1], "boom") is True
+    assert q.requeue_dead() == 0 and q.purge_dead() == 0  # closed: refused
+    assert q.stats()["dead"] == 1  # looking still works
+    reopened = storage.new_queue("q")
+    assert reopened.values() == [b"a"]
+    assert reopened.requeue_dead() == 1
+
+
+def test_dead_at_is_unix_time_moving_with_the_storage_clock(
+    storage: MemoryStorage, clock: FakeClock
+) -> None:
+    q = storage.new_queue("q")
+    for item, step in ((b"a", 0.0), (b"b", 3600.0)):
+        clock.advance(step)
+        assert q.enqueue(item)
+        taken = q.dequeue_with_ack_id()
+        assert taken is not None and q.dead_letter(taken[1], "boom")
+    first, second = q.dead_letters()
+    assert abs(first["dead_at"] - time.time()) < 60
+    assert second["dead_at"] - first["dead_at"] == pytest.approx(3600.0)
+
+
+def test_requeue_dead_refuses_a_single_str_key(storage: MemoryStorage) -> None:
+    q = storage.new_queue("q")
+    with pytest.raises(TypeError, match="list of keys"):
+        q.requeue_dead("abc")
+
+
+def test_requeued_job_does_not_take_a_job_id_stored_meanwhile(storage: MemoryStorage) -> None:
+    q = storage.new_queue("q")
+    assert q.enqueue_dedup(b"first", "job-1")
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None and q.dead_letter(taken[1], "boom")
+    assert q.enqueue_dedup(b"second", "job-1")
+    assert q.requeue_dead() == 1
+    assert q.values() == [b"second", b"first"]
+    assert _drain_acked(q) == [b"second", b"first"]
+    assert q.enqueue_dedup(b"third", "job-1")  # the id is free again after the ack
+    assert q.values() == [b"third"]
+
+
+def test_requeue_dead_wakes_subscribers(storage: MemoryStorage) -> None:
+    heard: list[str] = []
+    q = storage.new_distributed_queue("q")
+    assert q.enqueue(b"a")
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None and q.dead_letter(taken[1], "boom")
+    q.subscribe(heard.append)
+    assert q.enqueue_delayed(b"later", 1.0)  # nothing to take yet: nobody is woken
+    assert heard == []
+    assert q.requeue_dead() == 1
+    assert heard == ["enqueued"]
+
+
+def test_dead_letter_retention_is_the_option_of_the_object_that_adds(
+    storage: MemoryStorage,
+) -> None:
+    roomy, tight = storage.new_queue("q"), storage.new_queue("q", dead_letter_limit=1)
+    for q in (roomy, roomy, tight):
+        assert q.enqueue(b"x")
+        taken = q.dequeue_with_ack_id()
+        assert taken is not None and q.dead_letter(taken[1], "boom")
+    assert len(roomy.dead_letters()) == 1
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("dead_letter_limit", 0), ("dead_letter_limit", 1.5), ("dead_letter_max_age", 0)],
+)
+def test_dead_letter_options_must_be_positive(
+    storage: MemoryStorage, option: str, value: float
+) -> None:
+    with pytest.raises(ValueError, match=f"'q'.*{option}"):
+        storage.new_queue("q", **{option: value})  # type: ignore[arg-type]
+
+
+def test_dead_letter_defaults_keep_ten_thousand_for_seven_days() -> None:
+    assert DEAD_LETTER_LIMIT == 10_000
+    assert DEAD_LETTER_MAX_AGE == 7 * 24 * 3600
+
+
+# -- stats and listing -----------------------------------------------------------------------
+
+
+def test_oldest_age_of_a_job_back_from_an_expired_lease_counts_from_its_first_enqueue(
+    storage: MemoryStorage, clock: FakeClock
+) -> None:
+    q = storage.new_queue("q", visibility_timeout=10.0)
+    assert q.enqueue(b"a")
+    assert q.dequeue_with_ack_id() is not None
+    clock.advance(10.0)
+    assert q.stats()["oldest_age"] == 10.0
+
+
+def test_list_queues_names_every_queue_with_its_kind(storage: MemoryStorage) -> None:
+    assert storage.list_queues() == []
+    storage.new_priority_queue("urgent")
+    storage.new_distributed_queue("emails")
+    storage.new_queue("emails")
+    assert storage.list_queues() == [("emails", "fifo"), ("urgent", "priority")]
+
+
+def test_open_queue_opens_an_existing_queue_as_its_own_kind(storage: MemoryStorage) -> None:
+    storage.new_priority_queue("urgent").enqueue(b"a", 3)
+    storage.new_queue("emails").enqueue(b"b")
+    urgent = storage.open_queue("urgent", visibility_timeout=5.0)
+    emails = storage.open_queue("emails")
+    assert isinstance(urgent, MemoryDistributedPriorityQueue)
+    assert isinstance(emails, MemoryDistributedQueue)
+    assert urgent.lease_seconds == 5.0
+    assert urgent.values() == [b"a"] and emails.values() == [b"b"]
+
+
+def test_open_queue_of_an_unknown_name_raises_naming_it(storage: MemoryStorage) -> None:
+    with pytest.raises(LookupError, match="no queue named 'missing'"):
+        storage.open_queue("missing")
+    assert storage.list_queues() == []
+
+
+def _drain_acked(q: MemoryQueue) -> list[bytes]:
+    items = []
+    while (taken := q.dequeue_with_ack_id()) is not None:
+        items.append(taken[0])
+        assert q.acknowledge(taken[1])
+    return items
