@@ -4,6 +4,7 @@ jobs in flight, and the priority order as a property."""
 from __future__ import annotations
 
 import collections
+import random
 import threading
 import time
 from typing import Any
@@ -76,14 +77,16 @@ def test_priority_queue_with_concurrent_producers_runs_every_job_exactly_once() 
 
 def test_cancelling_jobs_while_the_worker_takes_them_is_atomic() -> None:
     # Each job either was cancelled (and never ran) or ran (and could not be cancelled). The
-    # canceller follows the worker's frontier: it closes each job just as the worker's threads
-    # reach it, so most closes race with a take.
+    # canceller follows the worker's frontier: it closes every fourth job as soon as the worker
+    # took one of the three jobs before it, so each close races with the worker's threads
+    # taking that very job.
     ran: collections.Counter[int] = collections.Counter()
     lock = threading.Lock()
 
     def fn(job: varmq.Job[int]) -> int:
         with lock:
             ran[job.data] += 1
+        time.sleep(0)  # let the canceller run between jobs
         return job.data
 
     worker = varmq.new_result_worker(fn, 4)
@@ -94,11 +97,13 @@ def test_cancelling_jobs_while_the_worker_takes_them_is_atomic() -> None:
 
     def cancel_at_the_frontier() -> None:
         deadline = time.monotonic() + WAIT
-        for i, job in enumerate(jobs):
-            if i >= 2:
-                while jobs[i - 2].status is varmq.JobStatus.QUEUED:
-                    assert time.monotonic() < deadline, "the worker stopped taking jobs"
-                    time.sleep(0)  # yield to the worker's threads
+        lag = random.Random(7)
+        for i in range(3, len(jobs), 4):
+            ahead = jobs[i - lag.randint(1, 3)]
+            while ahead.status is varmq.JobStatus.QUEUED:
+                assert time.monotonic() < deadline, "the worker stopped taking jobs"
+                time.sleep(0)  # yield to the worker's threads
+            job = jobs[i]
             try:
                 job.close()
                 outcomes[job.data] = "cancelled"
@@ -115,12 +120,12 @@ def test_cancelling_jobs_while_the_worker_takes_them_is_atomic() -> None:
     canceller.join()
     assert worker.wait(WAIT)
     assert [o for o in outcomes.values() if o.startswith("unexpected")] == []
-    assert len(outcomes) == 5_000
+    assert len(outcomes) == 1_250
     cancelled = {i for i, o in outcomes.items() if o == "cancelled"}
     assert set(ran.values()) <= {1}, "a job ran twice"
     assert cancelled.isdisjoint(ran), "a cancelled job ran"
     assert set(ran) | cancelled == set(range(5_000)), "a job neither ran nor was cancelled"
-    assert cancelled and ran, "the worker and the canceller did not meet"
+    assert cancelled, "the canceller never won a race with the worker"
     for job in jobs:
         assert job.is_closed()
         if job.data in cancelled:
