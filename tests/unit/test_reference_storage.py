@@ -332,6 +332,18 @@ def test_a_delay_that_is_not_a_number_of_seconds_is_refused(
         q.nack(taken[1], delay)  # type: ignore[arg-type]
 
 
+def test_nack_and_requeue_go_behind_waiting_jobs_even_when_the_clock_has_not_moved(
+    storage: MemoryStorage,
+) -> None:
+    q = storage.new_queue("q")
+    assert q.enqueue(b"a") and q.enqueue(b"b") and q.enqueue(b"c")
+    first, second = q.dequeue_with_ack_id(), q.dequeue_with_ack_id()
+    assert first is not None and second is not None
+    assert q.nack(first[1], 0)
+    assert q.dead_letter(second[1], "boom") and q.requeue_dead() == 1
+    assert q.values() == [b"c", b"a", b"b"]
+
+
 def test_fifo_delayed_enqueue_ignores_a_priority(storage: MemoryStorage) -> None:
     q = storage.new_queue("q")
     assert q.enqueue_delayed(b"a", 0, None, 5)
