@@ -1,0 +1,384 @@
+"""The REST API's contract, run once per interface (ASGI under uvicorn, WSGI under wsgiref).
+
+A test class inherits :class:`RestContract` and provides ``factory`` (``asgi_app`` or
+``wsgi_app``) and a ``serve`` fixture that runs an app over real HTTP and returns its base URL.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from conftest import http
+
+import varmq
+from varmq.testing.storage import MemoryStorage
+
+Factory = Callable[..., Any]
+
+
+def _name(prefix: str = "w") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class Gate:
+    """A job function that holds every job until ``open()``; ``started`` counts jobs begun."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self.started = threading.Semaphore(0)
+
+    def __call__(self, job: varmq.Job[Any]) -> None:
+        self.started.release()
+        assert self._open.wait(10), "gate never opened"
+
+    def open(self) -> None:
+        self._open.set()
+
+
+def _noop(job: varmq.Job[Any]) -> None:
+    pass
+
+
+class RestContract:
+    factory: Factory
+
+    @pytest.fixture
+    def serve(self) -> Callable[[Any], str]:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def workers(self) -> Iterator[list[Any]]:
+        """Workers a test creates; stopped at its end."""
+        made: list[Any] = []
+        yield made
+        for worker in made:
+            if not worker.is_stopped and worker.status.value != "Initiated":
+                worker.stop()
+                worker.wait_until_stopped(10)
+
+    @pytest.fixture
+    def api(self, serve: Callable[[Any], str], workers: list[Any]) -> Callable[..., str]:
+        """``api(workers_dict=..., **options)``: serve an app and return its base URL."""
+
+        def make(**options: Any) -> str:
+            return serve(type(self).factory(**options))
+
+        return make
+
+    def new_worker(self, workers: list[Any], fn: Any = _noop, n: int = 2, **kw: Any) -> Any:
+        worker = varmq.new_worker(fn, n, name=kw.pop("name", _name()), **kw)
+        workers.append(worker)
+        return worker
+
+    # -- health and routing -------------------------------------------------------------------
+
+    def test_health_answers_ok_as_json_with_a_trailing_newline(self, api: Any) -> None:
+        reply = http("GET", api(workers={}) + "/health")
+        assert reply.status == 200
+        assert reply.headers["content-type"] == "application/json"
+        assert reply.body.endswith(b"\n")
+        assert reply.json() == {"status": "ok"}
+
+    def test_prefix_is_stripped_and_nothing_answers_outside_it(self, api: Any) -> None:
+        base = api(prefix="/varmq", workers={})
+        assert http("GET", base + "/varmq/health").json() == {"status": "ok"}
+        outside = http("GET", base + "/health")
+        assert outside.status == 404
+        assert outside.json() == {"error": "not found"}
+
+    def test_unknown_route_is_404_with_a_json_error(self, api: Any) -> None:
+        base = api(workers={})
+        for path in ("/", "/nothing", "/workers/a/b", "/workers/a/actions", "/health/x"):
+            reply = http("GET", base + path)
+            assert reply.status == 404, path
+            assert "error" in reply.json()
+
+    def test_wrong_method_is_405_naming_the_allowed_one(self, api: Any, workers: list[Any]) -> None:
+        worker = self.new_worker(workers)
+        base = api(workers={worker.name: worker})
+        for method, path, allowed in [
+            ("POST", "/health", "GET"),
+            ("DELETE", "/workers", "GET"),
+            ("PATCH", f"/workers/{worker.name}", "GET"),
+            ("GET", f"/workers/{worker.name}/actions/pause", "PATCH"),
+            ("POST", f"/workers/{worker.name}/config/concurrency/3", "PATCH"),
+            ("PATCH", "/queues", "GET"),
+        ]:
+            reply = http(method, base + path)
+            assert reply.status == 405, (method, path)
+            assert reply.headers["allow"] == allowed
+            assert reply.json() == {"error": "method not allowed"}
+        assert worker.is_active
+
+    # -- workers ------------------------------------------------------------------------------
+
+    def test_workers_lists_every_worker_with_its_summary(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        a = self.new_worker(workers, n=3)
+        b = self.new_worker(workers, n=5)
+        reply = http("GET", api(workers={a.name: a, b.name: b}) + "/workers")
+        assert reply.status == 200
+        by_name = {s["name"]: s for s in reply.json()}
+        assert set(by_name) == {a.name, b.name}
+        assert by_name[a.name]["concurrency"] == 3
+        assert by_name[b.name]["concurrency"] == 5
+        assert set(by_name[a.name]) == {
+            "name",
+            "status",
+            "concurrency",
+            "num_processing",
+            "num_pending",
+            "num_idle_workers",
+        }
+        assert by_name[a.name]["status"] in ("Idle", "Running")
+
+    def test_workers_default_to_the_named_worker_registry(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        worker = self.new_worker(workers)
+        base = api()
+        assert worker.name in {s["name"] for s in http("GET", base + "/workers").json()}
+        assert http("GET", base + f"/workers/{worker.name}").status == 200
+
+    def test_workers_may_be_a_list_of_workers(self, api: Any, workers: list[Any]) -> None:
+        worker = self.new_worker(workers)
+        reply = http("GET", api(workers=[worker]) + "/workers")
+        assert [s["name"] for s in reply.json()] == [worker.name]
+
+    def test_worker_details_carry_the_summary_and_the_metrics(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        worker = self.new_worker(workers)
+        queue = worker.bind_queue()
+        queue.add(1)
+        queue.add(2)
+        assert worker.wait_until_idle(10)
+        reply = http("GET", api(workers={worker.name: worker}) + f"/workers/{worker.name}")
+        assert reply.status == 200
+        body = reply.json()
+        assert body["name"] == worker.name
+        assert body["concurrency"] == 2
+        assert body["metrics"] == {"submitted": 2, "completed": 2, "successful": 2, "failed": 0}
+
+    def test_unknown_worker_is_404_for_details_actions_and_concurrency(self, api: Any) -> None:
+        base = api(workers={})
+        for method, path in [
+            ("GET", "/workers/ghost"),
+            ("PATCH", "/workers/ghost/actions/pause"),
+            ("PATCH", "/workers/ghost/config/concurrency/3"),
+        ]:
+            reply = http(method, base + path)
+            assert reply.status == 404, path
+            assert reply.json() == {"error": "worker not found"}
+
+    def test_registry_entry_that_is_not_a_worker_is_404(self, api: Any) -> None:
+        base = api(workers={"nil": None, "text": "not a worker"})
+        assert http("GET", base + "/workers").json() == []
+        for name in ("nil", "text"):
+            assert http("GET", base + f"/workers/{name}").status == 404
+            assert http("PATCH", base + f"/workers/{name}/actions/stop").status == 404
+
+    def test_unknown_action_is_400_and_changes_nothing(self, api: Any, workers: list[Any]) -> None:
+        worker = self.new_worker(workers)
+        reply = http(
+            "PATCH", api(workers={worker.name: worker}) + f"/workers/{worker.name}/actions/explode"
+        )
+        assert reply.status == 400
+        assert "unknown action" in reply.json()["error"]
+        assert worker.is_active
+
+    @pytest.mark.parametrize("value", ["abc", "1.5", "0x10", "9" * 30, "%20"])
+    def test_non_integer_concurrency_is_400(self, api: Any, workers: list[Any], value: str) -> None:
+        worker = self.new_worker(workers)
+        base = api(workers={worker.name: worker})
+        reply = http("PATCH", base + f"/workers/{worker.name}/config/concurrency/{value}")
+        assert reply.status == 400
+        assert "invalid concurrency value" in reply.json()["error"]
+        assert worker.num_concurrency == 2
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def test_pause_and_resume_answer_200_with_an_empty_body(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        worker = self.new_worker(workers)
+        base = api(workers={worker.name: worker})
+        paused = http("PATCH", base + f"/workers/{worker.name}/actions/pause")
+        assert (paused.status, paused.body) == (200, b"")
+        assert worker.wait_until_paused(10)
+        resumed = http("PATCH", base + f"/workers/{worker.name}/actions/resume")
+        assert (resumed.status, resumed.body) == (200, b"")
+        assert worker.is_active
+
+    def test_stop_answers_200_and_the_worker_stops(self, api: Any, workers: list[Any]) -> None:
+        worker = self.new_worker(workers)
+        reply = http(
+            "PATCH", api(workers={worker.name: worker}) + f"/workers/{worker.name}/actions/stop"
+        )
+        assert reply.status == 200
+        assert worker.wait_until_stopped(10)
+
+    def test_restart_of_an_active_worker_answers_200_and_keeps_it_active(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        worker = self.new_worker(workers)
+        base = api(workers={worker.name: worker})
+        assert http("PATCH", base + f"/workers/{worker.name}/actions/restart").status == 200
+        assert worker.is_active
+
+    def test_start_of_a_stopped_worker_answers_200(self, api: Any, workers: list[Any]) -> None:
+        worker = self.new_worker(workers)
+        worker.stop()
+        assert worker.wait_until_stopped(10)
+        base = api(workers={worker.name: worker})
+        assert http("PATCH", base + f"/workers/{worker.name}/actions/start").status == 200
+        assert worker.is_active
+
+    def test_concurrency_change_answers_200_and_applies(self, api: Any, workers: list[Any]) -> None:
+        worker = self.new_worker(workers)
+        base = api(workers={worker.name: worker})
+        reply = http("PATCH", base + f"/workers/{worker.name}/config/concurrency/5")
+        assert (reply.status, reply.body) == (200, b"")
+        assert worker.num_concurrency == 5
+        details = http("GET", base + f"/workers/{worker.name}").json()
+        assert details["concurrency"] == 5
+
+    @pytest.mark.parametrize(
+        ("state", "path", "message"),
+        [
+            ("active", "actions/start", "worker is already running"),
+            ("initiated", "actions/restart", "worker is not running"),
+            ("initiated", "actions/pause", "worker is not running"),
+            ("active", "config/concurrency/2", "worker already has the same concurrency"),
+            ("stopped", "actions/resume", "worker is stopped"),
+            ("stopped", "actions/pause", "worker is stopped"),
+            ("paused", "actions/start", "worker is paused"),
+            ("paused", "config/concurrency/4", "worker is paused"),
+        ],
+    )
+    def test_state_conflicts_answer_409_with_the_error(
+        self, api: Any, workers: list[Any], state: str, path: str, message: str
+    ) -> None:
+        worker = self.new_worker(workers, auto_run=state != "initiated")
+        if state == "stopped":
+            worker.stop()
+            assert worker.wait_until_stopped(10)
+        elif state == "paused":
+            worker.pause()
+            assert worker.wait_until_paused(10)
+        base = api(workers={worker.name: worker})
+        reply = http("PATCH", base + f"/workers/{worker.name}/{path}")
+        assert reply.status == 409
+        assert reply.headers["content-type"] == "application/json"
+        assert message in reply.json()["error"]
+
+    def test_unexpected_worker_failure_is_500_without_a_traceback(
+        self, api: Any, workers: list[Any], caplog: pytest.LogCaptureFixture
+    ) -> None:
+        class Broken(varmq.Worker[Any]):
+            def pause(self) -> None:
+                raise RuntimeError("disk on fire")
+
+        worker = Broken(_noop, 1, name=_name())
+        workers.append(worker)
+        base = api(workers={worker.name: worker})
+        with caplog.at_level(logging.ERROR, logger="varmq.rest"):
+            reply = http("PATCH", base + f"/workers/{worker.name}/actions/pause")
+        assert reply.status == 500
+        assert reply.json() == {"error": "internal error"}
+        assert b"Traceback" not in reply.body and b"disk on fire" not in reply.body
+        assert any("disk on fire" in (r.exc_text or "") for r in caplog.records)
+
+    # -- bearer token -------------------------------------------------------------------------
+
+    def test_token_is_required_on_every_route_but_health(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        worker = self.new_worker(workers)
+        base = api(token="s3cret", workers={worker.name: worker})
+        assert http("GET", base + "/health").status == 200
+        for method, path in [
+            ("GET", "/workers"),
+            ("GET", f"/workers/{worker.name}"),
+            ("PATCH", f"/workers/{worker.name}/actions/stop"),
+            ("PATCH", f"/workers/{worker.name}/config/concurrency/9"),
+            ("GET", "/queues"),
+            ("GET", "/nothing"),
+        ]:
+            for header in (None, "Bearer wrong", "Bearer s3cret2", "Basic s3cret", "s3cret"):
+                reply = http(method, base + path, header=header)
+                assert reply.status == 401, (method, path, header)
+                assert reply.headers["www-authenticate"] == "Bearer"
+                assert reply.json() == {"error": "missing or wrong bearer token"}
+        assert worker.is_active and worker.num_concurrency == 2
+        assert http("GET", base + "/workers", token="s3cret").status == 200
+        assert http("GET", base + "/workers", header="bearer s3cret").status == 200
+
+    def test_app_without_a_token_logs_a_warning_at_creation(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        with caplog.at_level(logging.WARNING, logger="varmq.rest"):
+            type(self).factory(workers={})
+        assert any("no token" in r.getMessage() for r in caplog.records)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="varmq.rest"):
+            type(self).factory(token="t", workers={})
+        assert not caplog.records
+
+    # -- queues -------------------------------------------------------------------------------
+
+    def test_queues_lists_each_bound_queue_with_its_storage_counts(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        storage = MemoryStorage()
+        orders = storage.new_queue("orders")
+        first = self.new_worker(workers)
+        second = self.new_worker(workers)
+        first.pause()
+        second.pause()
+        assert first.wait_until_paused(10) and second.wait_until_paused(10)
+        first.with_persistent_queue(storage.new_queue("orders"))
+        second.with_persistent_queue(storage.new_queue("orders"))
+        local = first.bind_queue(name="local")
+        for n in range(3):
+            assert orders.enqueue(b'{"id": "", "status": "Created", "data": %d}' % n)
+        assert orders.enqueue_delayed(b'{"id": "", "status": "Created", "data": 9}', 600)
+        assert orders.enqueue(b'{"id": "", "status": "Created", "data": 0}')
+        taken = orders.dequeue_with_ack_id()
+        assert taken is not None and orders.dead_letter(taken[1], "boom")
+        held = orders.dequeue_with_ack_id()
+        assert held is not None
+        local.add("x")
+        base = api(workers={first.name: first, second.name: second})
+
+        listed = http("GET", base + "/queues")
+        assert listed.status == 200
+        by_name = {q["name"]: q for q in listed.json()}
+        assert set(by_name) == {"orders", "local"}
+        assert by_name["orders"]["waiting"] == 2
+        assert by_name["orders"]["in_flight"] == 1
+        assert by_name["orders"]["delayed"] == 1
+        assert by_name["orders"]["dead"] == 1
+        assert by_name["orders"]["oldest_age"] >= 0
+        assert by_name["orders"]["kind"] == "fifo"
+        assert sorted(by_name["orders"]["workers"]) == sorted([first.name, second.name])
+        assert by_name["local"]["waiting"] == 1
+        assert by_name["local"]["workers"] == [first.name]
+
+        one = http("GET", base + "/queues/orders")
+        assert one.status == 200
+        same = {k: v for k, v in by_name["orders"].items() if k != "oldest_age"}
+        assert {k: v for k, v in one.json().items() if k != "oldest_age"} == same
+
+    def test_unknown_queue_is_404(self, api: Any, workers: list[Any]) -> None:
+        worker = self.new_worker(workers)
+        worker.bind_queue(name="known")
+        reply = http("GET", api(workers={worker.name: worker}) + "/queues/unknown")
+        assert reply.status == 404
+        assert reply.json() == {"error": "queue not found"}

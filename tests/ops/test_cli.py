@@ -1,0 +1,315 @@
+"""The ``varmq`` command, run as a subprocess (console script and ``python -m varmq``).
+
+Stores are real: a SQLite file in a temporary directory and a redis-server. Queues and dead
+letters are set up through the adapters' own API, as a consumer process would leave them.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import redisq
+import sqliteq
+
+VARMQ = str(Path(sys.executable).parent / "varmq")
+_JOB = b'{"id": "job-%d", "status": "Created", "data": %d}'
+
+
+def run(*args: str, stdin: str = "", module: bool = False) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "varmq"] if module else [VARMQ]
+    return subprocess.run(
+        [*command, *args], input=stdin, capture_output=True, text=True, timeout=60, check=False
+    )
+
+
+def _fill(store: Any) -> None:
+    """emails: 4 waiting, 1 in flight, 1 delayed, 2 dead; urgent (priority): 1 waiting."""
+    emails = store.new_queue("emails")
+    for n in range(7):
+        assert emails.enqueue(_JOB % (n, n))
+    for _ in range(2):
+        taken = emails.dequeue_with_ack_id()
+        assert taken is not None
+        assert emails.dead_letter(taken[1], f"ValueError: job failed\nline two {uuid.uuid4()}")
+    assert emails.dequeue_with_ack_id() is not None  # left in flight
+    assert emails.enqueue_delayed(_JOB % (9, 9), 3600)
+    store.new_priority_queue("urgent").enqueue(_JOB % (8, 8), 5)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> Iterator[str]:
+    path = tmp_path / "jobs.db"
+    store = sqliteq.new(path)
+    _fill(store)
+    yield str(path)
+    store.close()
+
+
+@pytest.fixture
+def redis_store(redis_url: str) -> Iterator[str]:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    store = redisq.new(redis_url)
+    _fill(store)
+    yield redis_url
+    store.close()
+    client.close()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def url(request: pytest.FixtureRequest) -> str:
+    fixture = "sqlite_url" if request.param == "sqlite" else "redis_store"
+    value: str = request.getfixturevalue(fixture)
+    return value
+
+
+def _stats(url: str) -> dict[str, dict[str, Any]]:
+    done = run("stats", url, "--json")
+    assert done.returncode == 0, done.stderr
+    return {row["name"]: row for row in json.loads(done.stdout)}
+
+
+# -- stats and watch --------------------------------------------------------------------------
+
+
+def test_stats_json_gives_every_queue_with_its_counts(url: str) -> None:
+    rows = _stats(url)
+    assert set(rows) == {"emails", "urgent"}
+    emails = rows["emails"]
+    assert emails["kind"] == "fifo"
+    assert (emails["waiting"], emails["in_flight"], emails["delayed"], emails["dead"]) == (
+        4,
+        1,
+        1,
+        2,
+    )
+    assert emails["oldest_age"] >= 0
+    assert rows["urgent"]["kind"] == "priority"
+    assert rows["urgent"]["waiting"] == 1
+
+
+def test_stats_prints_a_table_with_one_line_per_queue(url: str) -> None:
+    done = run("stats", url)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == [
+        "QUEUE",
+        "KIND",
+        "WAITING",
+        "IN_FLIGHT",
+        "DELAYED",
+        "DEAD",
+        "OLDEST_AGE",
+    ]
+    assert lines[1].split()[:6] == ["emails", "fifo", "4", "1", "1", "2"]
+    assert lines[2].split()[:3] == ["urgent", "priority", "1"]
+
+
+def test_python_dash_m_varmq_runs_the_same_command(sqlite_url: str) -> None:
+    done = run("stats", "sqlite:" + sqlite_url, "--json", module=True)
+    assert done.returncode == 0, done.stderr
+    assert {row["name"] for row in json.loads(done.stdout)} == {"emails", "urgent"}
+
+
+def test_watch_refreshes_count_times_and_exits_zero(url: str) -> None:
+    done = run("watch", url, "--interval", "0.05", "--count", "3")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("QUEUE") == 3
+    assert "\x1b[" not in done.stdout  # no screen clearing when stdout is not a terminal
+
+
+# -- dead letters -----------------------------------------------------------------------------
+
+
+def test_dead_lists_dead_letters_oldest_first_with_keys(url: str) -> None:
+    done = run("dead", url, "emails", "--json")
+    assert done.returncode == 0, done.stderr
+    letters = json.loads(done.stdout)
+    assert [d["id"] for d in letters] == ["job-0", "job-1"]
+    assert all(d["attempts"] == 1 for d in letters)
+    assert letters[0]["error"].startswith("ValueError: job failed")
+    assert json.loads(letters[0]["item"])["data"] == 0
+    table = run("dead", url, "emails", "--limit", "1")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:4] == ["KEY", "JOB_ID", "ATTEMPTS", "DEAD_AT"]
+    assert len(lines) == 2 and letters[0]["key"] in lines[1]
+
+
+def test_requeue_dead_with_keys_puts_those_back_in_line(url: str) -> None:
+    letters = json.loads(run("dead", url, "emails", "--json").stdout)
+    done = run("requeue-dead", url, "emails", letters[0]["key"])
+    assert done.returncode == 0, done.stderr
+    assert "requeued 1 dead letter of queue 'emails'" in done.stdout
+    rows = _stats(url)
+    assert (rows["emails"]["waiting"], rows["emails"]["dead"]) == (5, 1)
+
+
+def test_requeue_dead_all_puts_every_dead_letter_back(url: str) -> None:
+    done = run("requeue-dead", url, "emails", "--all")
+    assert done.returncode == 0, done.stderr
+    assert "requeued 2 dead letters" in done.stdout
+    assert (_stats(url)["emails"]["waiting"], _stats(url)["emails"]["dead"]) == (6, 0)
+
+
+def test_requeue_dead_needs_all_or_keys_but_not_both(url: str) -> None:
+    for args in ([], ["--all", "some-key"]):
+        done = run("requeue-dead", url, "emails", *args)
+        assert done.returncode == 2
+        assert "--all or dead-letter KEYs" in done.stderr
+
+
+def test_requeue_dead_with_an_unknown_key_exits_1(url: str) -> None:
+    done = run("requeue-dead", url, "emails", "no-such-key")
+    assert done.returncode == 1
+    assert "requeued 0" in done.stdout
+    assert _stats(url)["emails"]["dead"] == 2
+
+
+# -- purge ------------------------------------------------------------------------------------
+
+
+def test_purge_asks_and_a_no_keeps_the_jobs(url: str) -> None:
+    done = run("purge", url, "emails", stdin="n\n")
+    assert done.returncode == 1
+    assert "Delete 4 waiting jobs of queue 'emails'? [y/N]" in done.stderr
+    assert "nothing deleted" in done.stderr
+    assert _stats(url)["emails"]["waiting"] == 4
+
+
+def test_purge_without_an_answer_deletes_nothing(url: str) -> None:
+    done = run("purge", url, "emails", stdin="")
+    assert done.returncode == 1
+    assert _stats(url)["emails"]["waiting"] == 4
+
+
+def test_purge_confirmed_deletes_waiting_jobs_only(url: str) -> None:
+    done = run("purge", url, "emails", stdin="y\n")
+    assert done.returncode == 0, done.stderr
+    assert "purged 4 waiting jobs of queue 'emails'" in done.stdout
+    emails = _stats(url)["emails"]
+    assert (emails["waiting"], emails["dead"], emails["delayed"]) == (0, 2, 1)
+
+
+def test_purge_yes_does_not_ask(url: str) -> None:
+    done = run("purge", url, "urgent", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "[y/N]" not in done.stderr
+    assert _stats(url)["urgent"]["waiting"] == 0
+
+
+def test_purge_dead_deletes_the_dead_letters_only(url: str) -> None:
+    done = run("purge", url, "emails", "--dead", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "purged 2 dead letters" in done.stdout
+    emails = _stats(url)["emails"]
+    assert (emails["waiting"], emails["dead"]) == (4, 0)
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def _assert_clean_failure(done: subprocess.CompletedProcess[str], code: int, text: str) -> None:
+    assert done.returncode == code, (done.stdout, done.stderr)
+    assert text in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", [["stats"], ["dead", "_", "emails"], ["purge", "_", "q"]])
+def test_missing_file_is_named_and_exits_2(tmp_path: Path, command: list[str]) -> None:
+    path = tmp_path / "absent.db"
+    args = [str(path) if a == "_" else a for a in command]
+    if len(args) == 1:
+        args.append(str(path))
+    done = run(*args)
+    _assert_clean_failure(done, 2, f"no such file: {path}")
+    assert not path.exists()
+
+
+def test_file_that_is_not_a_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("just some notes, certainly not SQLite\n" * 10)
+    before = path.read_bytes()
+    _assert_clean_failure(run("stats", str(path)), 2, "not a varmq database")
+    assert path.read_bytes() == before
+
+
+def test_sqlite_database_of_another_application_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    _assert_clean_failure(run("stats", str(path)), 2, "not a varmq database")
+
+
+@pytest.mark.parametrize("content", [b"", None])
+def test_empty_file_or_empty_sqlite_database_is_refused_untouched(
+    tmp_path: Path, content: bytes | None
+) -> None:
+    path = tmp_path / "empty.db"
+    if content is None:
+        sqlite3.connect(path).close()  # a SQLite file with nothing in it
+        path.write_bytes(path.read_bytes())
+    else:
+        path.write_bytes(content)
+    before = path.read_bytes()
+    _assert_clean_failure(run("stats", str(path)), 2, "not a varmq database")
+    assert path.read_bytes() == before
+
+
+def test_directory_is_refused(tmp_path: Path) -> None:
+    _assert_clean_failure(run("stats", str(tmp_path)), 2, "is not a file")
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_unreachable_redis_is_named_and_exits_2() -> None:
+    url = f"redis://:hunter2@127.0.0.1:{_closed_port()}/0"
+    done = run("stats", url)
+    _assert_clean_failure(done, 2, "is unreachable")
+    assert "***@127.0.0.1" in done.stderr
+    assert "hunter2" not in done.stderr
+
+
+def test_unsupported_url_scheme_exits_2() -> None:
+    _assert_clean_failure(run("stats", "postgres://db/jobs"), 2, "unsupported URL")
+
+
+def test_unknown_queue_is_named_with_the_known_ones_and_exits_2(url: str) -> None:
+    for command in (["dead"], ["requeue-dead", "--all"], ["purge", "--yes"]):
+        done = run(command[0], url, "nope", *command[1:])
+        _assert_clean_failure(done, 2, "no queue named 'nope'")
+        assert "(queues: emails, urgent)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["stats"], ["frobnicate", "x"], ["dead", "x"], ["watch", "x", "--count", "0"]],
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    done = run(*args)
+    assert done.returncode == 2
+    assert "usage: varmq" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_help_lists_every_command() -> None:
+    done = run("--help")
+    assert done.returncode == 0
+    for command in ("stats", "watch", "dead", "requeue-dead", "purge"):
+        assert command in done.stdout

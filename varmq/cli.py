@@ -1,0 +1,383 @@
+"""The ``varmq`` command: look into sqliteq and redisq stores, and recover dead letters.
+
+``varmq stats|watch|dead|requeue-dead|purge URL ...``. ``URL`` is a SQLite file (an existing
+one; the ``sqlite:`` prefix is optional) or a ``redis://``, ``rediss://`` or ``unix://`` URL.
+Everything goes through the adapters' operator API (``list_queues``, ``open_queue``,
+``stats``, ``dead_letters``, ``requeue_dead``, ``purge``, ``purge_dead``); this module only
+parses arguments, opens stores and prints.
+
+Exit codes: 0 done; 1 the command ran and failed or was declined (storage error, purge not
+confirmed); 2 bad input: usage errors, no such file, not a varmq database, Redis unreachable,
+unknown queue. Errors are one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+__all__ = ["main"]
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+_STATS_COLUMNS = ("waiting", "in_flight", "delayed", "dead", "oldest_age")
+
+
+class CliError(Exception):
+    """A failure to report on one line, with its exit code."""
+
+    def __init__(self, message: str, code: int = 2) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# -- opening a store ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def open_store(url: str) -> Iterator[Any]:
+    """The adapter's ``Queues`` for ``url``, closed on exit; :class:`CliError` when it cannot."""
+    if url.startswith(_REDIS_SCHEMES):
+        store = _open_redis(url)
+    elif "://" in url and not url.startswith("sqlite:"):
+        raise CliError(
+            f"varmq: unsupported URL {url!r}: give a SQLite file path or a redis://, "
+            "rediss:// or unix:// URL"
+        )
+    else:
+        store = _open_sqlite(_sqlite_path(url))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _sqlite_path(url: str) -> str:
+    if not url.startswith("sqlite:"):
+        return url
+    path = url[len("sqlite:") :]
+    return path[2:] if path.startswith("//") else path  # sqlite:///abs/path, sqlite://rel
+
+
+def _open_sqlite(path: str) -> Any:
+    import sqliteq
+
+    if not os.path.exists(path):
+        raise CliError(f"varmq: no such file: {path}")
+    if not os.path.isfile(path):
+        raise CliError(f"varmq: {path} is not a file")
+    if os.path.getsize(path) == 0 and not os.path.exists(path + "-wal"):
+        raise CliError(f"varmq: {path} is empty, not a varmq database")
+    _refuse_blank_database(path)
+    try:
+        return sqliteq.new(path)
+    except sqliteq.SqliteqError as exc:
+        raise CliError(f"varmq: not a varmq database: {exc}") from None
+
+
+def _refuse_blank_database(path: str) -> None:
+    """sqliteq would set up a SQLite file without tables; an operator tool must not."""
+    uri = "file:" + os.path.abspath(path) + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return  # sqliteq.new names what is wrong with the file
+    if tables == 0:
+        raise CliError(f"varmq: {path} is an empty SQLite database, not a varmq database")
+
+
+def _open_redis(url: str) -> Any:
+    try:
+        import redis
+        import redisq
+    except ImportError:
+        raise CliError(
+            "varmq: Redis URLs need the redis extra: pip install 'varmq[redis]'"
+        ) from None
+    where = _redact(url)
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0)
+    except ValueError as exc:
+        raise CliError(f"varmq: bad Redis URL {where}: {exc}") from None
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        client.close()
+        raise CliError(f"varmq: Redis at {where} refused the credentials ({exc})") from None
+    except redis.RedisError as exc:
+        client.close()
+        raise CliError(f"varmq: Redis at {where} is unreachable ({exc})") from None
+    return _ClosingStore(redisq.new(client), client)
+
+
+class _ClosingStore:
+    """A redisq ``Queues`` on a client this command created: closing closes both."""
+
+    def __init__(self, queues: Any, client: Any) -> None:
+        self._queues = queues
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queues, name)
+
+    def close(self) -> None:
+        try:
+            self._queues.close()
+        finally:
+            self._client.close()
+
+
+def _redact(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at:
+        return url
+    user = credentials.partition(":")[0]
+    return f"{scheme}{sep}{user + ':***' if user else '***'}@{host}"
+
+
+def _queue(store: Any, name: str, url: str) -> Any:
+    known = dict(store.list_queues())
+    if name not in known:
+        listed = ", ".join(sorted(known)) or "none"
+        raise CliError(f"varmq: no queue named {name!r} in {url} (queues: {listed})")
+    return store.open_queue(name)
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def _all_stats(store: Any) -> list[dict[str, Any]]:
+    rows = []
+    for name, kind in sorted(store.list_queues()):
+        stats = store.open_queue(name).stats()
+        rows.append({"name": name, "kind": kind, **{k: stats.get(k, 0) for k in _STATS_COLUMNS}})
+    return rows
+
+
+def _stats_table(rows: list[dict[str, Any]], out: TextIO) -> None:
+    header = ("QUEUE", "KIND", "WAITING", "IN_FLIGHT", "DELAYED", "DEAD", "OLDEST_AGE")
+    body = [
+        (
+            r["name"],
+            r["kind"],
+            *(str(int(r[k])) for k in _STATS_COLUMNS[:4]),
+            f"{float(r['oldest_age']):.1f}s",
+        )
+        for r in rows
+    ]
+    _table(header, body, out)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
+    for row in (header, *rows):
+        out.write(
+            "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() + "\n"
+        )
+
+
+def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
+    with open_store(args.url) as store:
+        rows = _all_stats(store)
+    if args.json:
+        out.write(json.dumps(rows, indent=2) + "\n")
+    elif rows:
+        _stats_table(rows, out)
+    else:
+        out.write(f"no queues in {args.url}\n")
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace, out: TextIO) -> int:
+    if args.interval <= 0:
+        raise CliError(f"varmq: --interval must be positive, got {args.interval}")
+    clear = out.isatty()
+    with open_store(args.url) as store:
+        shown = 0
+        try:
+            while args.count is None or shown < args.count:
+                if shown:
+                    time.sleep(args.interval)  # the refresh period itself
+                rows = _all_stats(store)
+                if clear:
+                    out.write("\x1b[H\x1b[2J")
+                out.write(f"{args.url}  {datetime.now().strftime('%H:%M:%S')}\n")
+                _stats_table(rows, out)
+                out.flush()
+                shown += 1
+        except KeyboardInterrupt:
+            out.write("\n")
+    return 0
+
+
+def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
+    with open_store(args.url) as store:
+        letters = _queue(store, args.queue, args.url).dead_letters(args.limit)
+    rows = [_dead_row(d) for d in letters]
+    if args.json:
+        out.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    if not rows:
+        out.write(f"no dead letters in queue {args.queue!r}\n")
+        return 0
+    body = [
+        (
+            r["key"],
+            r["id"] or "-",
+            str(r["attempts"]),
+            datetime.fromtimestamp(r["dead_at"], timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ"),
+            _clip(r["error"], 60),
+        )
+        for r in rows
+    ]
+    _table(("KEY", "JOB_ID", "ATTEMPTS", "DEAD_AT", "ERROR"), body, out)
+    return 0
+
+
+def _dead_row(letter: dict[str, Any]) -> dict[str, Any]:
+    item = letter.get("item", b"")
+    text = item.decode("utf-8", "replace") if isinstance(item, bytes | bytearray) else str(item)
+    try:
+        job_id = json.loads(text).get("id", "")
+    except (ValueError, AttributeError):
+        job_id = ""
+    return {
+        "key": str(letter["key"]),
+        "id": job_id,
+        "attempts": int(letter.get("attempts", 0)),
+        "error": str(letter.get("error", "")),
+        "dead_at": float(letter.get("dead_at", 0.0)),
+        "item": text,
+    }
+
+
+def _clip(text: str, width: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def cmd_requeue_dead(args: argparse.Namespace, out: TextIO) -> int:
+    if args.all == bool(args.keys):
+        raise CliError("varmq: requeue-dead needs either --all or dead-letter KEYs (not both)")
+    with open_store(args.url) as store:
+        queue = _queue(store, args.queue, args.url)
+        n = queue.requeue_dead(None if args.all else list(args.keys))
+    out.write(f"requeued {n} dead letter{'s' if n != 1 else ''} of queue {args.queue!r}\n")
+    if args.keys and n < len(args.keys):
+        sys.stderr.write(f"varmq: {len(args.keys) - n} of the keys were not dead letters\n")
+        return 1
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
+    with open_store(args.url) as store:
+        queue = _queue(store, args.queue, args.url)
+        what = "dead letters" if args.dead else "waiting jobs"
+        count = int(queue.stats().get("dead" if args.dead else "waiting", 0))
+        if not args.yes and not _confirm(f"Delete {count} {what} of queue {args.queue!r}?"):
+            sys.stderr.write("varmq: not confirmed; nothing deleted\n")
+            return 1
+        if args.dead:
+            count = queue.purge_dead()
+        else:
+            queue.purge()
+    out.write(f"purged {count} {what} of queue {args.queue!r}\n")
+    return 0
+
+
+def _confirm(question: str) -> bool:
+    sys.stderr.write(f"{question} [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
+
+
+# -- argument parsing -------------------------------------------------------------------------
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="varmq",
+        description="Inspect varmq queues in a SQLite file or on Redis.",
+        epilog="URL: a SQLite file (sqlite: prefix optional) or redis://, rediss://, unix:// "
+        "URL. Exit codes: 0 ok, 1 failed or not confirmed, 2 bad input.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    url_help = "SQLite file or Redis URL"
+
+    p = sub.add_parser("stats", help="counts of every queue")
+    p.add_argument("url", metavar="URL", help=url_help)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=cmd_stats)
+
+    p = sub.add_parser("watch", help="counts of every queue, refreshed")
+    p.add_argument("url", metavar="URL", help=url_help)
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (2)")
+    p.add_argument("--count", type=_positive_int, help="stop after N refreshes")
+    p.set_defaults(run=cmd_watch)
+
+    p = sub.add_parser("dead", help="list a queue's dead letters, oldest first")
+    p.add_argument("url", metavar="URL", help=url_help)
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("--limit", type=_positive_int, default=100, help="at most N (100)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=cmd_dead)
+
+    p = sub.add_parser("requeue-dead", help="put dead letters back in line")
+    p.add_argument("url", metavar="URL", help=url_help)
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("keys", metavar="KEY", nargs="*", help="dead-letter keys (see `varmq dead`)")
+    p.add_argument("--all", action="store_true", help="every dead letter of the queue")
+    p.set_defaults(run=cmd_requeue_dead)
+
+    p = sub.add_parser("purge", help="delete a queue's waiting jobs (or, --dead, dead letters)")
+    p.add_argument("url", metavar="URL", help=url_help)
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("--dead", action="store_true", help="delete the dead letters instead")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.set_defaults(run=cmd_purge)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (the console script exits with it)."""
+    args = _parser().parse_args(argv)
+    run: Callable[[argparse.Namespace, TextIO], int] = args.run
+    try:
+        return run(args, sys.stdout)
+    except CliError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a storage failure mid-command: one line, not a traceback
+        sys.stderr.write(f"varmq: {args.command} failed: {type(exc).__name__}: {exc}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
