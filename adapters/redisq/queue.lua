@@ -46,6 +46,12 @@ Commands, their further ARGV, and replies
                                                            hit, nothing published), 0 refused:
                                                            capacity jobs wait, -1 the queue is
                                                            of the other kind
+  enqueue_many ARGV[3] kind, ARGV[4] priority (integer), ARGV[5] channel ("" = do not publish),
+           ARGV[6] capacity (integer; 0 = unlimited), ARGV[7..] payloads (bytes), in order
+                                                        -> how many were stored (the first
+                                                           ones, up to capacity); -1 the queue
+                                                           is of the other kind. Publishes
+                                                           "enqueued" once when any was stored
   take     ARGV[3] n (integer >= 1), ARGV[4] lease length ms (integer), ARGV[5] token prefix,
            ARGV[6] max expired leases to recover first (integer)
                                                         -> flat {payload, token, attempts, ...}
@@ -160,6 +166,27 @@ elseif command == 'enqueue' then
     redis.call('PUBLISH', channel, 'enqueued')
   end
   return 1
+
+elseif command == 'enqueue_many' then
+  if check_kind(ARGV[3]) ~= ARGV[3] then
+    return -1
+  end
+  local priority, channel, capacity = ARGV[4], ARGV[5], tonumber(ARGV[6])
+  local room = #ARGV - 6
+  if capacity > 0 then
+    local waiting = redis.call('ZCARD', K_READY) + redis.call('ZCOUNT', K_DEADLINES, '-inf', now_ms())
+    room = math.max(0, math.min(room, capacity - waiting))
+  end
+  for i = 7, 6 + room do
+    local id = string.format('%016d', redis.call('INCR', K_SEQ))
+    redis.call('HSET', K_PAYLOADS, id, ARGV[i])
+    redis.call('HSET', K_PRIORITIES, id, priority)
+    redis.call('ZADD', K_READY, priority, id)
+  end
+  if room > 0 and channel ~= '' then
+    redis.call('PUBLISH', channel, 'enqueued')
+  end
+  return room
 
 elseif command == 'take' then
   local now = now_ms()

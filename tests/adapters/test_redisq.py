@@ -58,6 +58,28 @@ def test_identical_payloads_are_distinct_jobs(backend: Backend) -> None:
     assert q.acknowledge_many([ack for _, ack in batch]) == [True, True]
 
 
+def test_enqueue_many_stores_every_item_in_order_across_script_calls(backend: Backend) -> None:
+    queues = backend.queues()
+    q = queues.new_distributed_queue("many")
+    items = [f"job-{i}".encode() for i in range(2500)]  # three script calls
+    assert q.enqueue_many(items) == 2500
+    assert q.values() == items
+    pq = queues.new_priority_queue("many-prio")
+    assert pq.enqueue(b"late", 9)
+    assert pq.enqueue_many([b"a", "b"], 1) == 2
+    assert pq.values() == [b"a", b"b", b"late"]
+    assert pq.enqueue_many([b"c", 3], 1) == 0  # type: ignore[list-item]
+    assert len(pq) == 3
+
+
+def test_enqueue_many_stops_at_the_capacity(backend: Backend) -> None:
+    q = backend.queues().new_queue("many-capped")
+    q.set_capacity(3)
+    assert q.enqueue(b"first")
+    assert q.enqueue_many([b"a", b"b", b"c"]) == 2
+    assert q.values() == [b"first", b"a", b"b"]
+
+
 def test_str_is_stored_as_utf8_and_other_types_are_refused(backend: Backend) -> None:
     q = backend.queues().new_queue("types")
     assert q.enqueue("grüße") and q.enqueue(bytearray(b"ba"))
