@@ -89,6 +89,9 @@ class ThreadRunner:
                     sched.waking -= 1
                     woken = False
                 if finished is not None:
+                    # Closed before its slot is released: once a wait on the worker returns,
+                    # every job that ran has its outcome on its handle.
+                    _close(finished)
                     sched.finish_locked(finished[0], finished[3], wake=False)
                 kind, arg = sched.step_locked(True)
                 if kind == PARK:
@@ -96,9 +99,7 @@ class ThreadRunner:
                 elif kind == RETIRE:
                     sched.retire_locked()
                 spawns = sched.take_spawns_locked()
-            if finished is not None:
-                _close(finished)
-                finished = None
+            finished = None
             if spawns:
                 self.spawn(spawns)
             parked = kind == PARK
@@ -253,10 +254,10 @@ class AsyncRunner:
         else:
             outcome = self._after_run(job, error)
         with sched.lock:
+            _close((job, value, error, outcome))
             sched.finish_locked(job, outcome)
             if sched.in_flight == 0 and sched.state is State.STOPPING:
                 self._wake_dispatcher_locked()
-        _close((job, value, error, outcome))
 
     def _wake_dispatcher_locked(self) -> None:
         sched = self._sched

@@ -2,11 +2,15 @@
 
     python -m tests.acceptance.actors produce STORE QUEUE FIRST COUNT
     python -m tests.acceptance.actors consume STORE QUEUE LOG [CONCURRENCY]
+    python -m tests.acceptance.actors consume-retry STORE QUEUE LOG
+    python -m tests.acceptance.actors produce-delayed STORE QUEUE COUNT DELAY
 
 STORE is ``sqlite:<path>`` or a ``redis://`` URL. A consumer appends ``start <id>`` to LOG when
 a job begins and ``done <id>`` when its function returned, before the acknowledgement, so a
-consumer killed between the two leaves a job that must come back. SIGTERM stops a consumer
-cleanly: running jobs finish and are acknowledged first.
+consumer killed between the two leaves a job that must come back. ``consume-retry`` fails
+every job's first attempt (logging ``fail <id> <attempt> <unix time>``) under a retry policy
+with a 1 s backoff, and logs ``done <id> <attempt> <unix time>`` for the later ones.
+SIGTERM stops a consumer cleanly: running jobs finish and are acknowledged first.
 """
 
 from __future__ import annotations
@@ -64,9 +68,43 @@ def consume(store: str, queue: str, log_path: str, concurrency: int) -> None:
     os.close(fd)
 
 
+def produce_delayed(store: str, queue: str, count: int, delay: float) -> None:
+    queues = open_store(store)
+    handle = varmq.new_distributed_queue(queues.new_distributed_queue(queue))
+    for i in range(count):
+        assert handle.add({"n": i}, job_id=f"job-{i}", delay=delay)
+    queues.close()
+
+
+def consume_retry(store: str, queue: str, log_path: str) -> None:
+    queues = open_store(store)
+    source = queues.new_distributed_queue(queue, visibility_timeout=LEASE)
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def work(job: varmq.Job[dict[str, int]]) -> None:
+        if job.attempt == 1:
+            os.write(fd, f"fail {job.id} {job.attempt} {time.time():.3f}\n".encode())
+            raise RuntimeError("first attempts fail")
+        os.write(fd, f"done {job.id} {job.attempt} {time.time():.3f}\n".encode())
+
+    policy = varmq.Retry(max_attempts=3, backoff=1.0, jitter=False)
+    worker = varmq.new_worker(work, 4, retry=policy, poll_interval=0.2)
+    worker.with_distributed_queue(source)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop.wait()
+    worker.stop_and_wait()
+    queues.close()
+    os.close(fd)
+
+
 if __name__ == "__main__":
     role, store, queue = sys.argv[1], sys.argv[2], sys.argv[3]
     if role == "produce":
         produce(store, queue, int(sys.argv[4]), int(sys.argv[5]))
+    elif role == "produce-delayed":
+        produce_delayed(store, queue, int(sys.argv[4]), float(sys.argv[5]))
+    elif role == "consume-retry":
+        consume_retry(store, queue, sys.argv[4])
     else:
         consume(store, queue, sys.argv[4], int(sys.argv[5]) if len(sys.argv) > 5 else 8)
