@@ -18,6 +18,7 @@ from typing import Any
 from . import _sql
 from ._database import Database
 from ._watch import Watcher
+from .errors import ClosedError, SqliteqError
 
 __all__ = [
     "DistributedPriorityQueue",
@@ -54,6 +55,9 @@ class StoredQueue:
         self._completed_max_age_ms = round(completed_max_age * 1000)
         # Set once by close(); read without a lock (a bool write is atomic).
         self._closed = False
+        # Set by set_capacity(); 0: unlimited. Read once per enqueue, inside its transaction,
+        # without a lock (an int write is atomic); it limits this object's enqueues only.
+        self._capacity = 0
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._name!r} in {self._db.path}>"
@@ -69,6 +73,43 @@ class StoredQueue:
         return self._visibility_timeout
 
     # --- adding ------------------------------------------------------------------------------
+
+    def set_capacity(self, capacity: int) -> None:
+        """Refuse enqueues through this object once ``capacity`` jobs wait (0: unlimited).
+
+        Waiting means what ``len()`` counts: ready jobs and jobs whose lease expired, added by
+        any process; leased jobs do not count. The count and the insert run in one
+        transaction, so concurrent enqueues from any number of connections never exceed it.
+        The first capacity set on a file installs the counter that makes the check cheap
+        (one write transaction, a count of the ready jobs); raises
+        :class:`~sqliteq.errors.SqliteqError` if that fails.
+        """
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+            raise ValueError(
+                f"sqliteq: queue {self._name!r} in {self._db.path}: capacity={capacity!r}; "
+                f"expected an int >= 0 (0: unlimited)"
+            )
+        if capacity:
+            self._install_capacity()
+        self._capacity = capacity
+
+    def _install_capacity(self) -> None:
+        """Install the ready counter's triggers in the file, once per file (any process)."""
+
+        def body(conn: sqlite3.Connection, now: int) -> None:
+            if conn.execute(_sql.CAPACITY_INSTALLED).fetchone() is None:
+                for statement in _sql.INSTALL_CAPACITY:
+                    conn.execute(statement)
+
+        try:
+            self._db.transaction(body)
+        except ClosedError:
+            pass  # nothing can be enqueued through a closed file
+        except sqlite3.Error as exc:
+            raise SqliteqError(
+                f"sqliteq: queue {self._name!r} in {self._db.path}: cannot set a capacity: "
+                f"{exc}; retry set_capacity"
+            ) from exc
 
     def _add(self, item: Any, priority: int, job_id: str | None) -> bool:
         if self._closed:
@@ -91,6 +132,10 @@ class StoredQueue:
         params = {"queue": self._name, "priority": priority, "data": data, "job_id": job_id}
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
+            capacity = self._capacity
+            if capacity and self._is_full(conn, now, capacity):
+                # A job id that is already stored is there: not a refusal (as without a limit).
+                return job_id is not None and self._is_stored(conn, job_id)
             statement = _sql.ENQUEUE if job_id is None else _sql.ENQUEUE_DEDUP
             if conn.execute(statement, {**params, "now": now}).rowcount == 1:
                 conn.execute(_sql.BUMP_ENQUEUED, params)
@@ -102,6 +147,14 @@ class StoredQueue:
         if not isinstance(job_id, str):
             return False
         return self._add(item, priority, job_id)
+
+    def _is_full(self, conn: sqlite3.Connection, now: int, capacity: int) -> bool:
+        params = {"queue": self._name, "now": now, "capacity": capacity}
+        return int(conn.execute(_sql.COUNT_WAITING, params).fetchone()[0]) >= capacity
+
+    def _is_stored(self, conn: sqlite3.Connection, job_id: str) -> bool:
+        params = {"queue": self._name, "job_id": job_id}
+        return conn.execute(_sql.JOB_ID_STORED, params).fetchone() is not None
 
     # --- taking ------------------------------------------------------------------------------
 
@@ -251,7 +304,7 @@ class StoredQueue:
 
 
 class Queue(StoredQueue):
-    """A persistent FIFO queue (``IPersistentQueue``, with leases, batches and dedup)."""
+    """A persistent FIFO queue (``IPersistentQueue``, with leases, batches, dedup, capacity)."""
 
     def enqueue(self, item: Any) -> bool:
         """Store ``item`` (``bytes``, or ``str`` as UTF-8) last in line; ``False`` if refused."""

@@ -4,11 +4,14 @@ No I/O here. Each statement is a named constant; the comment above it names the 
 relies on. Parameters are always bound by name (``:queue``, ``:now``), never interpolated, so
 a queue name may be any text.
 
-Layout (schema version 1)
+Layout (schema version 2)
     ``queues``  one row per queue name: its kind (``fifo`` or ``priority``); ``enqueued``, a
                 counter bumped in every enqueue transaction (the watcher thread compares it to
                 tell subscribers that a job was added); ``done``, how many completed jobs of
-                the queue are kept (remove_on_complete=False), so retention needs no count.
+                the queue are kept (remove_on_complete=False), so retention needs no count;
+                ``ready`` (version 2), how many jobs of the queue are in state ``ready``, kept
+                by triggers so that a capacity check needs no count over the backlog (the
+                triggers exist once a capacity was set on the file; see INSTALL_CAPACITY).
     ``jobs``    one row per job of every queue. ``state`` is ``ready``, ``leased`` or ``done``.
                 A job is *takeable* when it is ready and ``available_at <= now``, or leased with
                 ``lease_until <= now`` (an expired lease). Times are integer milliseconds from
@@ -21,6 +24,9 @@ Invariants
     - A take never changes ``priority`` or ``id``: an expired job keeps its place in line.
     - ``enqueued`` of a queue only grows.
     - ``done`` of a queue equals its number of rows with ``state = 'done'``.
+    - Once INSTALL_CAPACITY ran on a file, ``ready`` of a queue equals its number of rows
+      with ``state = 'ready'``: its triggers keep it in the statement that changes the row,
+      for every connection.
 """
 
 from __future__ import annotations
@@ -32,13 +38,17 @@ __all__ = [
     "APPLICATION_ID",
     "BEGIN_IMMEDIATE",
     "BUMP_ENQUEUED",
+    "CAPACITY_INSTALLED",
     "CLAIM",
     "COMMIT",
     "COUNT_TAKEABLE",
+    "COUNT_WAITING",
     "DATA_VERSION",
     "DONE_COUNT",
     "ENQUEUE",
     "ENQUEUE_DEDUP",
+    "INSTALL_CAPACITY",
+    "JOB_ID_STORED",
     "EXTEND_LEASE",
     "MIGRATIONS",
     "PRUNE_DONE_BY_AGE",
@@ -115,6 +125,10 @@ WHERE job_id IS NOT NULL AND state <> 'done'"""
 _CREATE_JOBS_DONE = """
 CREATE INDEX jobs_done ON jobs (queue, finished_at, id) WHERE state = 'done'"""
 
+# --- schema, version 2: a ready counter per queue, for capacity checks ------------------------
+
+_ADD_QUEUES_READY = "ALTER TABLE queues ADD COLUMN ready INTEGER NOT NULL DEFAULT 0"
+
 # Applied in order; entry i brings a file from user_version i to i + 1, in one transaction.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -125,8 +139,63 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CREATE_JOBS_DEDUP,
         _CREATE_JOBS_DONE,
     ),
+    (_ADD_QUEUES_READY,),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# --- capacity bookkeeping: installed by the first set_capacity on a file, kept from then on --
+
+# Files that never use a capacity do not pay for it: until the first set_capacity(n > 0), no
+# trigger fires and no jobs_expiry entry is written, and queues.ready is not maintained. The
+# installation (these statements, in one write transaction) recounts queues.ready; from then
+# on the triggers keep it in the statement that changes a job, for every connection.
+
+# sqlite_master is scanned; it is tiny.
+CAPACITY_INSTALLED = """
+SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'jobs_ready_insert'"""
+
+# Ready rows are only ever inserted (enqueue) and left (take, purge); queues primary key.
+_CREATE_READY_ON_INSERT = """
+CREATE TRIGGER IF NOT EXISTS jobs_ready_insert AFTER INSERT ON jobs WHEN NEW.state = 'ready'
+BEGIN
+    UPDATE queues SET ready = ready + 1 WHERE name = NEW.queue;
+END"""
+
+# queues primary key.
+_CREATE_READY_ON_UPDATE = """
+CREATE TRIGGER IF NOT EXISTS jobs_ready_update AFTER UPDATE OF state ON jobs
+WHEN (OLD.state = 'ready') <> (NEW.state = 'ready')
+BEGIN
+    UPDATE queues SET ready = ready + (NEW.state = 'ready') - (OLD.state = 'ready')
+    WHERE name = NEW.queue;
+END"""
+
+# queues primary key.
+_CREATE_READY_ON_DELETE = """
+CREATE TRIGGER IF NOT EXISTS jobs_ready_delete AFTER DELETE ON jobs WHEN OLD.state = 'ready'
+BEGIN
+    UPDATE queues SET ready = ready - 1 WHERE name = OLD.queue;
+END"""
+
+# Leased jobs of a queue by deadline: the expired ones are a range from the start, so a
+# capacity check counts them without walking the backlog. Leased jobs are few (in flight).
+_CREATE_JOBS_EXPIRY = """
+CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (queue, lease_until) WHERE state = 'leased'"""
+
+# jobs_claim, once per queue: the counter starts from the jobs stored at installation.
+_FILL_QUEUES_READY = """
+UPDATE queues SET ready = (
+    SELECT count(*) FROM jobs
+    WHERE jobs.queue = queues.name AND state <> 'done' AND state = 'ready'
+)"""
+
+INSTALL_CAPACITY: tuple[str, ...] = (
+    _CREATE_READY_ON_INSERT,
+    _CREATE_READY_ON_UPDATE,
+    _CREATE_READY_ON_DELETE,
+    _CREATE_JOBS_EXPIRY,
+    _FILL_QUEUES_READY,
+)
 
 # --- file identity (read before anything is written) -----------------------------------------
 
@@ -216,6 +285,21 @@ EXTEND_LEASE = f"UPDATE jobs SET lease_until = :now + :lease_ms WHERE {_LIVE_LEA
 
 # jobs_claim (covering: no table row is read).
 COUNT_TAKEABLE = f"SELECT count(*) FROM jobs WHERE {_TAKEABLE}"
+
+# queues primary key for the ready jobs; jobs_expiry for the expired leases, a range
+# stopping after :capacity. What a take would get, as COUNT_TAKEABLE counts it, except
+# that a ready job counts even if its available_at is still ahead (none is, today).
+COUNT_WAITING = """
+SELECT (SELECT ready FROM queues WHERE name = :queue) + (
+    SELECT count(*) FROM (
+        SELECT 1 FROM jobs WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
+        LIMIT :capacity
+    )
+)"""
+
+# jobs_dedup: whether a stored (not done) job of this queue has this job_id.
+JOB_ID_STORED = """
+SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'"""
 
 # jobs_claim, in take order.
 VALUES_TAKEABLE = f"SELECT data FROM jobs WHERE {_TAKEABLE} ORDER BY priority, id"

@@ -17,6 +17,7 @@ import sqliteq
 
 from varmq.protocols import (
     IBatchAcknowledgeable,
+    ICapacitySetter,
     ICountedDelivery,
     IDedupQueue,
     IDistributedPriorityQueue,
@@ -73,6 +74,7 @@ def rows(db_path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 def test_every_queue_kind_implements_its_protocols(queues: sqliteq.Queues) -> None:
     extensions = (
         IBatchAcknowledgeable,
+        ICapacitySetter,
         ICountedDelivery,
         IMultiAcknowledgeable,
         IDedupQueue,
@@ -86,6 +88,117 @@ def test_every_queue_kind_implements_its_protocols(queues: sqliteq.Queues) -> No
     assert isinstance(dprio, IDistributedPriorityQueue)
     for q in (fifo, prio, dfifo, dprio):
         assert all(isinstance(q, p) for p in extensions)
+
+
+# --- capacity ----------------------------------------------------------------------------------
+
+
+def test_capacity_counts_waiting_jobs_not_leased_ones(queues: sqliteq.Queues) -> None:
+    q = queues.new_priority_queue("emails")
+    q.set_capacity(2)
+    assert q.enqueue(b"a", 0) and q.enqueue(b"b", 0)
+    assert q.enqueue(b"c", -1) is False
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None
+    assert q.enqueue(b"c", 0)
+    assert q.enqueue(b"d", 0) is False
+    assert q.acknowledge(taken[1])
+    assert q.enqueue(b"d", 0) is False
+    assert q.values() == [b"b", b"c"]
+
+
+def test_capacity_counts_a_job_whose_lease_expired_as_waiting(
+    queues: sqliteq.Queues, clock: FakeClock
+) -> None:
+    q = queues.new_queue("emails", visibility_timeout=10)
+    q.set_capacity(2)
+    assert q.enqueue(b"a") and q.enqueue(b"b")
+    assert q.dequeue_with_ack_id() is not None
+    assert q.enqueue(b"c")
+    clock.advance(11)
+    assert len(q) == 3
+    assert q.enqueue(b"d") is False
+
+
+def test_capacity_is_set_per_queue_object_and_counts_jobs_from_every_object(
+    queues: sqliteq.Queues, db_path: Path, clock: FakeClock
+) -> None:
+    limited = queues.new_queue("emails")
+    limited.set_capacity(2)
+    with sqliteq.new(db_path, clock=clock) as other_process:
+        unlimited = other_process.new_queue("emails")
+        assert unlimited.enqueue(b"a") and unlimited.enqueue(b"b")
+        assert limited.enqueue(b"c") is False
+        assert unlimited.enqueue(b"c")
+    assert queues.new_queue("other").enqueue(b"x")
+    assert len(limited) == 3
+
+
+def test_full_queue_still_accepts_a_dedup_of_a_stored_job_id_but_not_a_new_one(
+    queues: sqliteq.Queues,
+) -> None:
+    q = queues.new_queue("emails")
+    q.set_capacity(1)
+    assert q.enqueue_dedup(b"first", "job-1")
+    assert q.enqueue_dedup(b"again", "job-1") is True
+    assert q.enqueue_dedup(b"second", "job-2") is False
+    assert q.values() == [b"first"]
+
+
+def test_ready_counter_matches_the_ready_rows_after_every_kind_of_change(
+    queues: sqliteq.Queues, db_path: Path, clock: FakeClock
+) -> None:
+    def assert_counter_exact() -> None:
+        counted = rows(db_path, "SELECT count(*) FROM jobs WHERE queue = 'q' AND state = 'ready'")
+        assert rows(db_path, "SELECT ready FROM queues WHERE name = 'q'") == counted
+
+    q = queues.new_queue("q", visibility_timeout=10, remove_on_complete=False, completed_limit=2)
+    steps = [
+        lambda: [q.enqueue(f"before-{i}") for i in range(4)],
+        lambda: q.set_capacity(1000),  # installs the counter, counting the jobs already there
+        lambda: [q.enqueue(f"job-{i}") for i in range(10)],
+        lambda: q.enqueue_dedup(b"d", "job-d") and q.enqueue_dedup(b"d", "job-d"),
+        lambda: q.acknowledge_many([ack for _, ack in q.dequeue_batch_with_ack_ids(3)]),
+        lambda: q.dequeue_with_ack_id(),
+        lambda: clock.advance(11),
+        lambda: q.dequeue_batch_with_ack_ids(2),
+        lambda: q.dequeue(),
+        lambda: q.purge(),
+        lambda: q.enqueue(b"after purge"),
+    ]
+    for step in steps[:2]:
+        step()
+    assert_counter_exact()
+    for step in steps[2:]:
+        step()
+        assert_counter_exact()
+
+
+def test_a_file_pays_for_capacity_bookkeeping_only_once_a_capacity_was_set(
+    queues: sqliteq.Queues, db_path: Path
+) -> None:
+    bookkeeping = (
+        "SELECT name FROM sqlite_master WHERE name LIKE 'jobs_ready_%' OR name = 'jobs_expiry'"
+    )
+    q = queues.new_queue("q")
+    q.set_capacity(0)
+    assert rows(db_path, bookkeeping) == []
+    q.set_capacity(5)
+    assert len(rows(db_path, bookkeeping)) == 4
+    q.set_capacity(0)
+    assert len(rows(db_path, bookkeeping)) == 4
+
+
+def test_capacity_zero_is_unlimited_and_bad_capacities_are_refused_naming_the_queue(
+    queues: sqliteq.Queues,
+) -> None:
+    q = queues.new_queue("emails")
+    q.set_capacity(1)
+    q.set_capacity(0)
+    assert all(q.enqueue(f"job-{i}") for i in range(5))
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match=r"'emails'.*capacity"):
+            q.set_capacity(bad)  # type: ignore[arg-type]
 
 
 # --- order ---------------------------------------------------------------------------------------

@@ -112,6 +112,34 @@ def test_a_take_that_cannot_get_the_write_lock_returns_nothing_and_warns_once(
     queues.close()
 
 
+def test_eight_connections_enqueueing_at_once_never_exceed_the_capacity(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    opened = [sqliteq.new(path) for _ in range(8)]
+    start = threading.Barrier(8)
+    accepted = [0] * 8
+    errors: list[BaseException] = []
+
+    def producer(index: int) -> None:
+        try:
+            q = opened[index].new_queue("work")
+            q.set_capacity(50)
+            start.wait(WAIT)
+            accepted[index] = sum(q.enqueue(f"job-{index}-{i}") for i in range(40))
+        except BaseException as exc:  # reported below, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=producer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(WAIT * 3)
+    stored = len(opened[0].new_queue("work"))
+    for queues in opened:
+        queues.close()
+    assert errors == []
+    assert sum(accepted) == stored == 50
+
+
 # --- processes -----------------------------------------------------------------------------------
 
 CONSUMER = """

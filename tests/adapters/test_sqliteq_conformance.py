@@ -9,14 +9,8 @@ from typing import Any, ClassVar
 import pytest
 import sqliteq
 
-from varmq.protocols import (
-    IBatchAcknowledgeable,
-    ICountedDelivery,
-    IDedupQueue,
-    ILeaseExtendable,
-    IMultiAcknowledgeable,
-)
-from varmq.testing.conformance import QueueConformance, StorageHarness
+from varmq.protocols import ICapacitySetter
+from varmq.testing.conformance import DEFAULT_EXTENSIONS, QueueConformance, StorageHarness
 
 
 class SqliteqHarness:
@@ -56,15 +50,9 @@ class SqliteqHarness:
 
 
 class TestSqliteqConformance(QueueConformance):
-    """sqliteq claims every extension except ICapacitySetter."""
+    """sqliteq claims the default extensions and ICapacitySetter, not yet the retry ones."""
 
-    extensions: ClassVar[tuple[type, ...]] = (
-        IBatchAcknowledgeable,
-        ICountedDelivery,
-        IMultiAcknowledgeable,
-        IDedupQueue,
-        ILeaseExtendable,
-    )
+    extensions: ClassVar[tuple[type, ...]] = (*DEFAULT_EXTENSIONS, ICapacitySetter)
 
     @pytest.fixture
     def harness(self, tmp_path: Path) -> Iterator[StorageHarness]:

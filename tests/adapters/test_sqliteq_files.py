@@ -80,7 +80,7 @@ def test_new_file_is_marked_as_ours_and_uses_wal(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
-        assert conn.execute("PRAGMA user_version").fetchone() == (1,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (2,)
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     finally:
         conn.close()
@@ -94,6 +94,50 @@ def test_empty_file_and_empty_sqlite_database_are_adopted(tmp_path: Path) -> Non
     for path in (empty, blank):
         with sqliteq.new(path) as queues:
             assert queues.new_queue("q").enqueue(b"x")
+
+
+# --- schema versions ---------------------------------------------------------------------------
+
+
+def make_version_1_file(path: Path) -> None:
+    """A file as sqliteq wrote it before version 2: ready, leased and done jobs in two queues."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for statement in sqliteq._sql.MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("INSERT INTO queues (name, kind) VALUES ('a', 'fifo'), ('b', 'priority')")
+    jobs = [("a", "ready", None)] * 3 + [("a", "leased", 4_000_000_000_000), ("a", "done", None)]
+    jobs += [("b", "ready", None), ("b", "leased", 1)]
+    for queue, state, lease_until in jobs:
+        conn.execute(
+            "INSERT INTO jobs (queue, data, state, lease_token, lease_until, enqueued_at, "
+            "available_at) VALUES (?, x'00', ?, ?, ?, 0, 0)",
+            (queue, state, None if lease_until is None else f"t{lease_until}", lease_until),
+        )
+    conn.close()
+
+
+def test_a_version_1_file_is_migrated_and_counts_its_stored_jobs_towards_a_capacity(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.db"
+    make_version_1_file(path)
+    with sqliteq.new(path) as queues:
+        a, b = queues.new_queue("a"), queues.new_priority_queue("b")
+        a.set_capacity(4)
+        conn = sqlite3.connect(path)
+        try:
+            assert conn.execute("PRAGMA user_version").fetchone() == (2,)
+            ready = dict(conn.execute("SELECT name, ready FROM queues").fetchall())
+        finally:
+            conn.close()
+        assert ready == {"a": 3, "b": 1}
+        assert a.enqueue(b"x") and a.enqueue(b"y") is False
+        b.set_capacity(2)  # one ready job and one whose lease expired long ago
+        assert b.enqueue(b"x", 0) is False
+        assert len(a) == 4 and len(b) == 2
 
 
 # --- queue names and kinds -----------------------------------------------------------------------
