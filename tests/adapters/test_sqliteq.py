@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqliteq
 
+import sqliteq
 from varmq.protocols import (
     IBatchAcknowledgeable,
     ICapacitySetter,

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 import sqliteq
 
 ADAPTERS = str(Path(__file__).resolve().parents[2] / "adapters")

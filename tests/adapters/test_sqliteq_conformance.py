@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-import sqliteq
 
+import sqliteq
 from varmq.protocols import ICapacitySetter
 from varmq.testing.conformance import DEFAULT_EXTENSIONS, QueueConformance, StorageHarness
 

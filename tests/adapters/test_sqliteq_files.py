@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
 import sqliteq
 
 APPLICATION_ID = 0x766D7173
