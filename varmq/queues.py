@@ -8,7 +8,6 @@ objects) and are safe to use from any thread. No I/O here.
 from __future__ import annotations
 
 import heapq
-import itertools
 import threading
 from collections import deque
 from typing import Any
@@ -70,17 +69,22 @@ class MemoryQueue:
 
 
 class MemoryPriorityQueue:
-    """A priority queue in process memory: lower numbers first, FIFO among equals."""
+    """A priority queue in process memory: lower numbers first, FIFO among equals.
 
-    __slots__ = ("_capacity", "_closed", "_heap", "_lock", "_seq")
+    Jobs of one priority wait in a FIFO bucket; a heap orders the priorities that have jobs.
+    Adding and taking cost O(1) plus O(log p) for p distinct priorities waiting, so the usual
+    handful of priority levels costs about what a FIFO queue does.
+    """
+
+    __slots__ = ("_buckets", "_capacity", "_closed", "_lock", "_priorities", "_size")
 
     def __init__(self, capacity: int = 0) -> None:
-        # Entries are (priority, sequence, item); the sequence keeps insertion order among
-        # equal priorities and means items themselves are never compared.
-        self._heap: list[tuple[int, int, Any]] = []
-        # Guards the heap: heapq operations are not atomic.
+        # Guards _buckets, _priorities and _size. Invariant: _priorities holds exactly the
+        # keys of _buckets, whose deques are never empty; _size is the sum of their lengths.
         self._lock = threading.Lock()
-        self._seq = itertools.count()
+        self._buckets: dict[int, deque[Any]] = {}
+        self._priorities: list[int] = []
+        self._size = 0
         self._capacity = max(0, capacity)
         self._closed = False
 
@@ -93,31 +97,45 @@ class MemoryPriorityQueue:
         if self._closed:
             return False
         with self._lock:
-            if self._capacity and len(self._heap) >= self._capacity:
+            if self._capacity and self._size >= self._capacity:
                 return False
-            heapq.heappush(self._heap, (priority, next(self._seq), item))
+            bucket = self._buckets.get(priority)
+            if bucket is None:
+                self._buckets[priority] = deque((item,))
+                heapq.heappush(self._priorities, priority)
+            else:
+                bucket.append(item)
+            self._size += 1
         return True
 
     def dequeue(self) -> Any | None:
-        """Pop the item with the lowest priority number, or ``None`` when empty."""
+        """Pop the oldest item of the lowest priority number, or ``None`` when empty."""
         with self._lock:
-            if not self._heap:
+            if not self._size:
                 return None
-            return heapq.heappop(self._heap)[2]
+            priority = self._priorities[0]
+            bucket = self._buckets[priority]
+            item = bucket.popleft()
+            if not bucket:
+                heapq.heappop(self._priorities)
+                del self._buckets[priority]
+            self._size -= 1
+            return item
 
     def __len__(self) -> int:
-        return len(self._heap)
+        return self._size
 
     def values(self) -> list[Any]:
         """A snapshot of the waiting items in the order they would be taken."""
         with self._lock:
-            entries = sorted(self._heap)
-        return [entry[2] for entry in entries]
+            return [item for p in sorted(self._buckets) for item in self._buckets[p]]
 
     def purge(self) -> None:
         """Remove every waiting item."""
         with self._lock:
-            self._heap.clear()
+            self._buckets.clear()
+            self._priorities.clear()
+            self._size = 0
 
     def close(self) -> None:
         """Refuse further enqueues; waiting items stay and can still be taken."""
