@@ -9,7 +9,7 @@ lease renewal, and "enqueued" notifications for distributed queues. All Redis lo
 
 from redisq.distributed import DistributedPriorityQueue, DistributedQueue
 from redisq.queue import PriorityQueue, Queue
-from redisq.queues import QueueKindError, Queues, new
+from redisq.queues import QueueKindError, Queues, UnknownQueueError, new
 
 __all__ = [
     "DistributedPriorityQueue",
@@ -18,5 +18,6 @@ __all__ = [
     "Queue",
     "QueueKindError",
     "Queues",
+    "UnknownQueueError",
     "new",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from redisq.pubsub import Listener
 from redisq.queue import PriorityQueue, Queue, _StoredQueue
@@ -22,9 +23,17 @@ class _Notifying(_StoredQueue):
     """Adds ``subscribe``; ``close`` also drops this queue's subscribers."""
 
     def __init__(
-        self, name: str, runner: ScriptRunner, listener: Listener, *, visibility_timeout: float
+        self,
+        name: str,
+        runner: ScriptRunner,
+        listener: Listener,
+        *,
+        visibility_timeout: float,
+        **options: Any,
     ) -> None:
-        super().__init__(name, runner, visibility_timeout=visibility_timeout, channel=True)
+        super().__init__(
+            name, runner, visibility_timeout=visibility_timeout, channel=True, **options
+        )
         self._listener = listener
         # Protects _subscribers: the callbacks this queue registered, to drop them on close.
         self._subscribers_lock = threading.Lock()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["QueueKeys", "escape_name", "queue_keys"]
+__all__ = ["REGISTRY", "QueueKeys", "escape_name", "queue_keys"]
 
 PREFIX = "redisq"
 
@@ -26,7 +26,14 @@ _KEY_SUFFIXES = (
     "dedup",
     "job_ids",
     "seq",
+    "delayed",
+    "dead",
+    "dead_items",
+    "dead_info",
 )
+# Where redisq keeps the name and kind of every queue ever opened: one HASH, outside any queue's
+# hash tag (it is one key, so it lives on one node of a cluster and needs no script).
+REGISTRY = f"{PREFIX}:queues"
 
 
 def escape_name(name: str) -> str:
@@ -46,6 +53,11 @@ class QueueKeys:
     def meta(self) -> str:
         """HASH with the queue's kind (``fifo`` or ``priority``)."""
         return self.keys[0]
+
+    @property
+    def seq(self) -> str:
+        """STRING counter of enqueue sequences."""
+        return self.keys[9]
 
 
 def queue_keys(name: str) -> QueueKeys:

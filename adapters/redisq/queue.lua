@@ -2,67 +2,106 @@
 redisq: every Redis operation on one queue, one entry per command (dispatched on ARGV[1]).
 
 Loaded once and run with EVALSHA (redis-py register_script reloads it after NOSCRIPT). Every
-call hands over all ten keys of ONE queue; they share the hash tag {<escaped queue name>}, so the
-script runs on one Redis Cluster slot and touches no key it was not given. No KEYS, no SCAN.
+call hands over all fourteen keys of ONE queue; they share the hash tag {<escaped queue name>},
+so the script runs on one Redis Cluster slot and touches no key it was not given. No KEYS, no
+SCAN. Each command below is atomic.
 
 KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}")
   KEYS[1]  <q>:meta        HASH    "kind" -> "fifo" | "priority", set by the first open/enqueue
   KEYS[2]  <q>:ready       ZSET    job id -> priority (FIFO: 0). Waiting jobs, taken lowest first;
-                                   equal scores order by member, i.e. by job id = enqueue order
+                                   equal scores order by member, i.e. by job id = (time the job
+                                   became available, enqueue sequence)
   KEYS[3]  <q>:payloads    HASH    job id -> payload bytes, exactly as enqueued
-  KEYS[4]  <q>:priorities  HASH    job id -> priority, so a job whose lease expired keeps it
+  KEYS[4]  <q>:priorities  HASH    job id -> priority when not 0 (absent: 0), so a job whose lease
+                                   expired, or that waits out a delay, keeps it
   KEYS[5]  <q>:attempts    HASH    job id -> deliveries so far (absent: never taken)
   KEYS[6]  <q>:deadlines   ZSET    lease token -> lease deadline (integer ms)
   KEYS[7]  <q>:leased      HASH    lease token -> job id
-  KEYS[8]  <q>:dedup       HASH    caller's job id -> job id (enqueue_dedup only)
+  KEYS[8]  <q>:dedup       HASH    caller's job id -> job id (enqueue_dedup, enqueue with job id)
   KEYS[9]  <q>:job_ids     HASH    job id -> caller's job id (to drop the dedup entry on ack)
-  KEYS[10] <q>:seq         STRING  counter; the last job id issued
+  KEYS[10] <q>:seq         STRING  counter; the last enqueue sequence issued
+  KEYS[11] <q>:delayed     ZSET    job id -> due time (integer ms): delayed and nacked jobs
+  KEYS[12] <q>:dead        ZSET    dead key -> dead_at (integer ms): the dead-letter shelf, oldest
+                                   first
+  KEYS[13] <q>:dead_items  HASH    dead key -> payload bytes
+  KEYS[14] <q>:dead_info   HASH    dead key -> "<attempts> <priority> <len> <caller's job id><error>"
+                                   (len = byte length of the caller's job id, "" when none)
 
-  job id       the INCR of seq, zero-padded to 16 digits: identical payloads are distinct jobs,
-               and members of equal score sort first in, first out.
+  job id       string.format('%015d%016d', available at (ms), INCR seq): the first 15 digits are
+               when the job becomes (or became) available: now for an enqueue, the due time for a
+               delayed enqueue or a nack, the requeue time for a dead letter. Ids of equal
+               priority therefore sort by availability, then enqueue order; identical payloads
+               are distinct jobs. A nack gives the job a new id (new place in line); an expired
+               lease does not (same place). Ordering among plain enqueues follows the clock: a
+               server clock stepped back by d can reorder jobs enqueued within d of each other.
+  dead key     the job id the job had when it was dead-lettered.
   lease token  "<random prefix from the client>:<i>": unique per delivery, never reused (the
                prefix is random, so not even a server that lost seq can repeat a token).
-  channel      ARGV of enqueue, "<q>:events"; receives "enqueued" (pub/sub, not a key).
+  channel      ARGV of some commands, "<q>:events"; receives "enqueued" (pub/sub, not a key).
 
 Invariant, kept by every command:
-  a stored job id is in exactly one of ready (waiting) or the values of leased (in flight);
-  payloads and priorities hold an entry for every stored job id and for no other;
-  deadlines and leased hold the same tokens; dedup and job_ids are inverses naming stored jobs.
-  A lease whose deadline <= now is expired: it can no longer be acked or extended (fencing), it
-  counts as waiting, and the next take moves its job back to ready with the same priority and
-  job id, hence the same place in line.
+  a job id is in exactly one of ready (waiting), delayed (waiting for its due time), the values
+  of leased (in flight), or dead (a dead letter, under its dead key);
+  payloads holds an entry for every job id in ready, delayed or leased and for no other, and so
+  do priorities (non-zero priorities only), attempts (taken ones only) and job_ids (when the
+  caller gave an id); deadlines and leased hold the same tokens; dedup and job_ids are inverses
+  naming stored jobs; dead, dead_items and dead_info hold the same dead keys.
+  A lease whose deadline <= now is expired: it can no longer be acked, extended, nacked or
+  dead-lettered (fencing), it counts as waiting, and the next take moves its job back to ready
+  with the same priority and job id, hence the same place in line. A delayed job whose due
+  time <= now counts as waiting; the next take moves it to ready (its id already says its place).
 
 ARGV common to every command
   ARGV[1]  string   command name (below)
   ARGV[2]  string   now in integer ms from a test clock; "" = the server's TIME, so hosts with
                     skewed clocks agree (Redis >= 5 replicates script effects, not the script)
 
-Commands, their further ARGV, and replies
+Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as given)
   open     ARGV[3] kind ("fifo"|"priority")             -> the stored kind (sets it if unset)
-  enqueue  ARGV[3] kind, ARGV[4] priority (integer), ARGV[5] payload (bytes),
+  enqueue  ARGV[3] kind, ARGV[4] priority (n), ARGV[5] payload (bytes),
            ARGV[6] channel ("" = do not publish), ARGV[7] caller's job id ("" = no dedup),
-           ARGV[8] capacity (integer; 0 = unlimited)
+           ARGV[8] capacity (n; 0 = unlimited), ARGV[9] delay ms (n; <= 0 = available now)
                                                         -> 1 stored, 2 already stored (dedup
                                                            hit, nothing published), 0 refused:
                                                            capacity jobs wait, -1 the queue is
-                                                           of the other kind
-  enqueue_many ARGV[3] kind, ARGV[4] priority (integer), ARGV[5] channel ("" = do not publish),
-           ARGV[6] capacity (integer; 0 = unlimited), ARGV[7..] payloads (bytes), in order
+                                                           of the other kind. Publishes only
+                                                           for a job available now
+  enqueue_many ARGV[3] kind, ARGV[4] priority (n), ARGV[5] channel ("" = do not publish),
+           ARGV[6] capacity (n; 0 = unlimited), ARGV[7..] payloads (bytes), in order
                                                         -> how many were stored (the first
                                                            ones, up to capacity); -1 the queue
                                                            is of the other kind. Publishes
                                                            "enqueued" once when any was stored
-  take     ARGV[3] n (integer >= 1), ARGV[4] lease length ms (integer), ARGV[5] token prefix,
-           ARGV[6] max expired leases to recover first (integer)
+  take     ARGV[3] n (>= 1), ARGV[4] lease length ms (n), ARGV[5] token prefix,
+           ARGV[6] max expired leases to recover and max due jobs to promote first (n)
                                                         -> flat {payload, token, attempts, ...}
-  dequeue  ARGV[3] max expired leases to recover first  -> payload, or nil when empty (no lease)
+  dequeue  ARGV[3] max expired leases / due jobs to move first -> payload, or nil (no lease)
   ack      ARGV[3..] lease tokens                       -> {1 | 0, ...} one per token
   extend   ARGV[3] lease length ms, ARGV[4] lease token -> 1 renewed, 0 unknown or expired
-  len      (none)                                       -> waiting jobs (ready + expired leases)
+  nack     ARGV[3] lease token, ARGV[4] delay ms (n; <= 0 = available now),
+           ARGV[5] channel ("" = do not publish)        -> 1 released, 0 unknown or expired
+  dead_letter ARGV[3] lease token, ARGV[4] error text, ARGV[5] dead-letter limit (n),
+           ARGV[6] dead-letter max age ms (n)           -> 1 moved to the shelf, 0 unknown or
+                                                           expired. Then drops up to 100 dead
+                                                           letters older than max age and up to
+                                                           100 of the oldest beyond the limit
+  dead_letters ARGV[3] limit (n >= 1)                   -> flat {dead key, dead_at ms, payload,
+                                                           info, ...}, oldest first
+  requeue_dead ARGV[3] channel ("" = do not publish), ARGV[4] "all" | "some",
+           ARGV[5..] dead keys (with "some")            -> how many went back to ready, available
+                                                           now, attempts reset (unknown keys
+                                                           are ignored)
+  purge_dead (none)                                     -> how many dead letters were deleted
+  len      (none)                                       -> waiting jobs (ready + expired leases +
+                                                           due delayed jobs)
   values   (none)                                       -> flat {job id, priority, payload, ...}
                                                            of waiting jobs; caller sorts by
                                                            (priority, job id)
   purge    (none)                                       -> number of waiting jobs removed
+                                                           (delayed jobs not yet due stay)
+  stats    (none)                                       -> {waiting, in flight, delayed (not yet
+                                                           due), dead, oldest availability ms
+                                                           among waiting jobs or -1, now ms}
 ]]
 
 -- Redis 3.2-4 need this before TIME is followed by writes; later versions always replicate
@@ -73,6 +112,10 @@ end
 
 local K_META, K_READY, K_PAYLOADS, K_PRIORITIES, K_ATTEMPTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEADLINES, K_LEASED, K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local K_DELAYED, K_DEAD, K_DEAD_ITEMS, K_DEAD_INFO = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
+
+-- Bounds the retention work one dead_letter call does.
+local PRUNE_PER_CALL = 100
 
 local function now_ms()
   if ARGV[2] ~= '' then
@@ -82,7 +125,26 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- Drop every trace of a stored job (not its place in ready or leased: the caller did that).
+-- A new job id for a job that becomes available at `available` (integer ms).
+local function new_id(available)
+  return string.format('%015d%016d', available, redis.call('INCR', K_SEQ))
+end
+
+-- When the job id became (or becomes) available, in ms.
+local function available_at(id)
+  return tonumber(string.sub(id, 1, 15))
+end
+
+local function priority_of(id)
+  return redis.call('HGET', K_PRIORITIES, id) or '0'
+end
+
+local function waiting(now)
+  return redis.call('ZCARD', K_READY) + redis.call('ZCOUNT', K_DEADLINES, '-inf', now)
+    + redis.call('ZCOUNT', K_DELAYED, '-inf', now)
+end
+
+-- Drop every trace of a stored job (not its place in ready, delayed or leased: the caller did).
 local function forget(id)
   redis.call('HDEL', K_PAYLOADS, id)
   redis.call('HDEL', K_PRIORITIES, id)
@@ -96,6 +158,25 @@ local function forget(id)
   end
 end
 
+-- Give a stored job (in no line at the moment) the id `new`, keeping everything else.
+local function rename(old, new)
+  for _, key in ipairs({K_PAYLOADS, K_PRIORITIES, K_ATTEMPTS}) do
+    local value = redis.call('HGET', key, old)
+    if value then
+      redis.call('HSET', key, new, value)
+      redis.call('HDEL', key, old)
+    end
+  end
+  local job_id = redis.call('HGET', K_JOB_IDS, old)
+  if job_id then
+    redis.call('HDEL', K_JOB_IDS, old)
+    redis.call('HSET', K_JOB_IDS, new, job_id)
+    if redis.call('HGET', K_DEDUP, job_id) == old then
+      redis.call('HSET', K_DEDUP, job_id, new)
+    end
+  end
+end
+
 -- Remove a lease; returns the job id it held, or false.
 local function unlease(token)
   local id = redis.call('HGET', K_LEASED, token)
@@ -104,18 +185,40 @@ local function unlease(token)
   return id
 end
 
+-- The job id leased under `token` if the lease is still held at `now`, after removing the
+-- lease; false (and nothing changed) when the token is unknown or expired.
+local function release(token, now)
+  local deadline = redis.call('ZSCORE', K_DEADLINES, token)
+  if not deadline or tonumber(deadline) <= now then
+    return false
+  end
+  return unlease(token)
+end
+
 -- Move up to `limit` expired leases back to ready, keeping priority and job id.
 local function recover(now, limit)
   local expired = redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', now, 'LIMIT', 0, limit)
   for _, token in ipairs(expired) do
     local id = unlease(token)
     if id then
-      local priority = redis.call('HGET', K_PRIORITIES, id)
-      if priority and redis.call('HEXISTS', K_PAYLOADS, id) == 1 then
-        redis.call('ZADD', K_READY, priority, id)
+      if redis.call('HEXISTS', K_PAYLOADS, id) == 1 then
+        redis.call('ZADD', K_READY, priority_of(id), id)
       else
         forget(id)
       end
+    end
+  end
+end
+
+-- Move up to `limit` due delayed jobs to ready; their ids already carry their due time.
+local function promote(now, limit)
+  local due = redis.call('ZRANGEBYSCORE', K_DELAYED, '-inf', now, 'LIMIT', 0, limit)
+  for _, id in ipairs(due) do
+    redis.call('ZREM', K_DELAYED, id)
+    if redis.call('HEXISTS', K_PAYLOADS, id) == 1 then
+      redis.call('ZADD', K_READY, priority_of(id), id)
+    else
+      forget(id)
     end
   end
 end
@@ -129,6 +232,31 @@ local function check_kind(kind)
   return stored
 end
 
+-- Remember the caller's job id of stored job `id` for dedup.
+local function link(job_id, id)
+  redis.call('HSET', K_DEDUP, job_id, id)
+  redis.call('HSET', K_JOB_IDS, id, job_id)
+end
+
+-- Whether the caller's job id names a job still stored (waiting, delayed or in flight).
+local function is_stored(job_id)
+  local existing = redis.call('HGET', K_DEDUP, job_id)
+  return existing and redis.call('HEXISTS', K_PAYLOADS, existing) == 1
+end
+
+local function drop_dead(key)
+  redis.call('ZREM', K_DEAD, key)
+  redis.call('HDEL', K_DEAD_ITEMS, key)
+  redis.call('HDEL', K_DEAD_INFO, key)
+end
+
+-- attempts, priority, caller's job id ("" when none), error text of a dead_info value.
+local function parse_info(info)
+  local attempts, priority, length, rest = string.match(info, '^(%d+) (%-?%d+) (%d+) (.*)$')
+  length = tonumber(length)
+  return tonumber(attempts), priority, string.sub(rest, 1, length), string.sub(rest, length + 1)
+end
+
 local command = ARGV[1]
 
 if command == 'open' then
@@ -139,27 +267,28 @@ elseif command == 'enqueue' then
     return -1
   end
   local priority, payload, channel, job_id = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-  if job_id ~= '' then
-    local existing = redis.call('HGET', K_DEDUP, job_id)
-    if existing and redis.call('HEXISTS', K_PAYLOADS, existing) == 1 then
-      return 2
-    end
+  if job_id ~= '' and is_stored(job_id) then
+    return 2
   end
+  local now = now_ms()
   local capacity = tonumber(ARGV[8])
-  if capacity > 0 then
-    local waiting = redis.call('ZCARD', K_READY) + redis.call('ZCOUNT', K_DEADLINES, '-inf', now_ms())
-    if waiting >= capacity then
-      return 0
-    end
+  if capacity > 0 and waiting(now) >= capacity then
+    return 0
   end
-  local id = string.format('%016d', redis.call('INCR', K_SEQ))
+  local delay = tonumber(ARGV[9])
+  local id = new_id(delay > 0 and now + delay or now)
   redis.call('HSET', K_PAYLOADS, id, payload)
-  redis.call('HSET', K_PRIORITIES, id, priority)
-  redis.call('ZADD', K_READY, priority, id)
-  if job_id ~= '' then
-    redis.call('HSET', K_DEDUP, job_id, id)
-    redis.call('HSET', K_JOB_IDS, id, job_id)
+  if priority ~= '0' then
+    redis.call('HSET', K_PRIORITIES, id, priority)
   end
+  if job_id ~= '' then
+    link(job_id, id)
+  end
+  if delay > 0 then
+    redis.call('ZADD', K_DELAYED, now + delay, id)
+    return 1
+  end
+  redis.call('ZADD', K_READY, priority, id)
   if channel ~= '' then
     -- Published inside the script: only for a job really stored, and before any taker can
     -- have missed it (subscribers that were listening when the job landed hear about it).
@@ -172,15 +301,17 @@ elseif command == 'enqueue_many' then
     return -1
   end
   local priority, channel, capacity = ARGV[4], ARGV[5], tonumber(ARGV[6])
+  local now = now_ms()
   local room = #ARGV - 6
   if capacity > 0 then
-    local waiting = redis.call('ZCARD', K_READY) + redis.call('ZCOUNT', K_DEADLINES, '-inf', now_ms())
-    room = math.max(0, math.min(room, capacity - waiting))
+    room = math.max(0, math.min(room, capacity - waiting(now)))
   end
   for i = 7, 6 + room do
-    local id = string.format('%016d', redis.call('INCR', K_SEQ))
+    local id = new_id(now)
     redis.call('HSET', K_PAYLOADS, id, ARGV[i])
-    redis.call('HSET', K_PRIORITIES, id, priority)
+    if priority ~= '0' then
+      redis.call('HSET', K_PRIORITIES, id, priority)
+    end
     redis.call('ZADD', K_READY, priority, id)
   end
   if room > 0 and channel ~= '' then
@@ -192,6 +323,7 @@ elseif command == 'take' then
   local now = now_ms()
   local n, lease_ms, prefix = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
   recover(now, tonumber(ARGV[6]))
+  promote(now, tonumber(ARGV[6]))
   local popped = redis.call('ZPOPMIN', K_READY, n)
   local deadline = now + lease_ms
   local out = {}
@@ -214,7 +346,9 @@ elseif command == 'take' then
   return out
 
 elseif command == 'dequeue' then
-  recover(now_ms(), tonumber(ARGV[3]))
+  local now = now_ms()
+  recover(now, tonumber(ARGV[3]))
+  promote(now, tonumber(ARGV[3]))
   while true do
     local popped = redis.call('ZPOPMIN', K_READY, 1)
     if #popped == 0 then
@@ -254,47 +388,206 @@ elseif command == 'extend' then
   end
   return 0
 
-elseif command == 'len' then
-  return redis.call('ZCARD', K_READY) + redis.call('ZCOUNT', K_DEADLINES, '-inf', now_ms())
-
-elseif command == 'values' then
-  local out = {}
-  local ready = redis.call('ZRANGE', K_READY, 0, -1, 'WITHSCORES')
-  for j = 1, #ready, 2 do
-    local payload = redis.call('HGET', K_PAYLOADS, ready[j])
-    if payload then
-      out[#out + 1] = ready[j]
-      out[#out + 1] = ready[j + 1]
-      out[#out + 1] = payload
+elseif command == 'nack' then
+  local now = now_ms()
+  local id = release(ARGV[3], now)
+  if not id then
+    return 0
+  end
+  if redis.call('HEXISTS', K_PAYLOADS, id) == 0 then
+    forget(id)
+    return 1
+  end
+  local delay, channel = tonumber(ARGV[4]), ARGV[5]
+  local due = delay > 0 and now + delay or now
+  local new = new_id(due)
+  rename(id, new)
+  if delay > 0 then
+    redis.call('ZADD', K_DELAYED, due, new)
+  else
+    redis.call('ZADD', K_READY, priority_of(new), new)
+    if channel ~= '' then
+      redis.call('PUBLISH', channel, 'enqueued')
     end
   end
-  for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', now_ms())) do
-    local id = redis.call('HGET', K_LEASED, token)
-    local payload = id and redis.call('HGET', K_PAYLOADS, id)
-    local priority = id and redis.call('HGET', K_PRIORITIES, id)
-    if payload and priority then
+  return 1
+
+elseif command == 'dead_letter' then
+  local now = now_ms()
+  local id = release(ARGV[3], now)
+  if not id then
+    return 0
+  end
+  local payload = redis.call('HGET', K_PAYLOADS, id)
+  local attempts = redis.call('HGET', K_ATTEMPTS, id) or '0'
+  local job_id = redis.call('HGET', K_JOB_IDS, id) or ''
+  local priority = priority_of(id)
+  forget(id)
+  if payload then
+    redis.call('ZADD', K_DEAD, now, id)
+    redis.call('HSET', K_DEAD_ITEMS, id, payload)
+    redis.call('HSET', K_DEAD_INFO, id,
+      attempts .. ' ' .. priority .. ' ' .. #job_id .. ' ' .. job_id .. ARGV[4])
+  end
+  local limit, max_age = tonumber(ARGV[5]), tonumber(ARGV[6])
+  local old = redis.call('ZRANGEBYSCORE', K_DEAD, '-inf', '(' .. (now - max_age),
+    'LIMIT', 0, PRUNE_PER_CALL)
+  for _, key in ipairs(old) do
+    drop_dead(key)
+  end
+  local excess = redis.call('ZCARD', K_DEAD) - limit
+  if excess > 0 then
+    for _, key in ipairs(redis.call('ZRANGE', K_DEAD, 0, math.min(excess, PRUNE_PER_CALL) - 1)) do
+      drop_dead(key)
+    end
+  end
+  return 1
+
+elseif command == 'dead_letters' then
+  local out = {}
+  local dead = redis.call('ZRANGE', K_DEAD, 0, tonumber(ARGV[3]) - 1, 'WITHSCORES')
+  for j = 1, #dead, 2 do
+    local key = dead[j]
+    local payload = redis.call('HGET', K_DEAD_ITEMS, key)
+    local info = redis.call('HGET', K_DEAD_INFO, key)
+    if payload and info then
+      out[#out + 1] = key
+      out[#out + 1] = dead[j + 1]
+      out[#out + 1] = payload
+      out[#out + 1] = info
+    end
+  end
+  return out
+
+elseif command == 'requeue_dead' then
+  local now = now_ms()
+  local channel = ARGV[3]
+  local keys = {}
+  if ARGV[4] == 'all' then
+    keys = redis.call('ZRANGE', K_DEAD, 0, -1)
+  else
+    for i = 5, #ARGV do
+      keys[#keys + 1] = ARGV[i]
+    end
+  end
+  local count = 0
+  for _, key in ipairs(keys) do
+    local payload = redis.call('HGET', K_DEAD_ITEMS, key)
+    local info = redis.call('HGET', K_DEAD_INFO, key)
+    if redis.call('ZSCORE', K_DEAD, key) and payload and info then
+      local _, priority, job_id = parse_info(info)
+      drop_dead(key)
+      local id = new_id(now)
+      redis.call('HSET', K_PAYLOADS, id, payload)
+      if priority ~= '0' then
+        redis.call('HSET', K_PRIORITIES, id, priority)
+      end
+      if job_id ~= '' and not is_stored(job_id) then
+        link(job_id, id)
+      end
+      redis.call('ZADD', K_READY, priority, id)
+      count = count + 1
+    end
+  end
+  if count > 0 and channel ~= '' then
+    redis.call('PUBLISH', channel, 'enqueued')
+  end
+  return count
+
+elseif command == 'purge_dead' then
+  local count = redis.call('ZCARD', K_DEAD)
+  redis.call('DEL', K_DEAD, K_DEAD_ITEMS, K_DEAD_INFO)
+  return count
+
+elseif command == 'len' then
+  return waiting(now_ms())
+
+elseif command == 'values' then
+  local now = now_ms()
+  local out = {}
+  local function add(id, priority)
+    local payload = redis.call('HGET', K_PAYLOADS, id)
+    if payload then
       out[#out + 1] = id
       out[#out + 1] = priority
       out[#out + 1] = payload
     end
   end
+  local ready = redis.call('ZRANGE', K_READY, 0, -1, 'WITHSCORES')
+  for j = 1, #ready, 2 do
+    add(ready[j], ready[j + 1])
+  end
+  for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', now)) do
+    local id = redis.call('HGET', K_LEASED, token)
+    if id then
+      add(id, priority_of(id))
+    end
+  end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DELAYED, '-inf', now)) do
+    add(id, priority_of(id))
+  end
   return out
 
 elseif command == 'purge' then
+  local now = now_ms()
   local removed = 0
   for _, id in ipairs(redis.call('ZRANGE', K_READY, 0, -1)) do
     forget(id)
     removed = removed + 1
   end
   redis.call('DEL', K_READY)
-  for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', now_ms())) do
+  for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', now)) do
     local id = unlease(token)
     if id then
       forget(id)
       removed = removed + 1
     end
   end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DELAYED, '-inf', now)) do
+    redis.call('ZREM', K_DELAYED, id)
+    forget(id)
+    removed = removed + 1
+  end
   return removed
+
+elseif command == 'stats' then
+  local now = now_ms()
+  local oldest = -1
+  local function seen(id)
+    local at = available_at(id)
+    if at and (oldest < 0 or at < oldest) then
+      oldest = at
+    end
+  end
+  -- The oldest waiting job heads the line of some priority: visit the head of each priority
+  -- (bounded), then expired leases (bounded; a take recovers them soon) and due delayed jobs.
+  local head = redis.call('ZRANGE', K_READY, 0, 0, 'WITHSCORES')
+  local hops = 0
+  while #head > 0 and hops < 1000 do
+    seen(head[1])
+    hops = hops + 1
+    head = redis.call('ZRANGEBYSCORE', K_READY, '(' .. head[2], '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  end
+  for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', now, 'LIMIT', 0, 100)) do
+    local id = redis.call('HGET', K_LEASED, token)
+    if id then
+      seen(id)
+    end
+  end
+  local first_due = redis.call('ZRANGEBYSCORE', K_DELAYED, '-inf', now, 'LIMIT', 0, 1)
+  if #first_due > 0 then
+    seen(first_due[1])
+  end
+  local expired = redis.call('ZCOUNT', K_DEADLINES, '-inf', now)
+  local due = redis.call('ZCOUNT', K_DELAYED, '-inf', now)
+  return {
+    redis.call('ZCARD', K_READY) + expired + due,
+    redis.call('ZCARD', K_DEADLINES) - expired,
+    redis.call('ZCARD', K_DELAYED) - due,
+    redis.call('ZCARD', K_DEAD),
+    oldest,
+    now,
+  }
 end
 
 return redis.error_reply('redisq: unknown command ' .. tostring(command))

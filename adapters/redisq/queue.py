@@ -23,6 +23,10 @@ PRIORITY: Final = "priority"
 # Expired leases a take moves back to ready before it pops; bounds the work of one call while
 # still recovering faster than any taker can take.
 _RECOVER_PER_CALL: Final = 100
+# Retention of the dead-letter shelf, per queue (documented in docs/redisq.md).
+DEAD_LETTER_LIMIT: Final = 10_000
+DEAD_LETTER_MAX_AGE: Final = 604_800.0  # seconds: 7 days
+
 # Payloads per script call of enqueue_many: one call blocks Redis while it runs, so a long batch
 # is cut into calls of this size.
 _ENQUEUE_MANY_CHUNK: Final = 1000
@@ -36,13 +40,36 @@ class _StoredQueue:
     KIND: str = FIFO
 
     def __init__(
-        self, name: str, runner: ScriptRunner, *, visibility_timeout: float, channel: bool
+        self,
+        name: str,
+        runner: ScriptRunner,
+        *,
+        visibility_timeout: float,
+        channel: bool,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> None:
         if not visibility_timeout > 0:
             raise ValueError(
                 f"redisq: queue {name!r}: visibility_timeout must be > 0 seconds, "
                 f"got {visibility_timeout!r}"
             )
+        if (
+            isinstance(dead_letter_limit, bool)
+            or not isinstance(dead_letter_limit, int)
+            or dead_letter_limit < 0
+        ):
+            raise ValueError(
+                f"redisq: queue {name!r}: dead_letter_limit must be an integer >= 0, "
+                f"got {dead_letter_limit!r}"
+            )
+        if not dead_letter_max_age >= 0:
+            raise ValueError(
+                f"redisq: queue {name!r}: dead_letter_max_age must be >= 0 seconds, "
+                f"got {dead_letter_max_age!r}"
+            )
+        self._dead_letter_limit = dead_letter_limit
+        self._dead_letter_max_age_ms = round(dead_letter_max_age * 1000)
         self._keys = queue_keys(name)
         self._name = name
         self._runner = runner
@@ -80,7 +107,7 @@ class _StoredQueue:
 
     # -- adding --------------------------------------------------------------------------
 
-    def _store(self, item: Any, priority: int, job_id: str) -> bool:
+    def _store(self, item: Any, priority: int, job_id: str, delay_ms: int = 0) -> bool:
         if self._closed:
             return False
         payload = _as_payload(item)
@@ -96,7 +123,7 @@ class _StoredQueue:
         if not -_MAX_PRIORITY <= priority <= _MAX_PRIORITY:
             return self._refuse_priority(priority)
         result = self._run(
-            "enqueue", self.KIND, priority, payload, self._channel, job_id, self._capacity
+            "enqueue", self.KIND, priority, payload, self._channel, job_id, self._capacity, delay_ms
         )
         if result == -1:
             self._warn_kind()
@@ -170,6 +197,23 @@ class _StoredQueue:
             priority = 0
         return self._store(item, priority, job_id)
 
+    def enqueue_delayed(
+        self, item: Any, delay: float, job_id: str | None = None, priority: int | None = None
+    ) -> bool:
+        """Store ``item``; it is not handed out before ``delay`` seconds from now.
+
+        The delay becomes an absolute deadline on the Redis clock (or the ``clock`` hook), so it
+        survives restarts. Once due, the job joins the end of its priority's line as of its due
+        time. ``delay <= 0`` means available now. With a ``job_id``, deduplicates like
+        :meth:`enqueue_dedup` (a delayed job counts as stored). FIFO queues ignore ``priority``;
+        a priority queue treats ``None`` as 0.
+        """
+        if job_id is not None and not isinstance(job_id, str):
+            return False
+        if self.KIND == FIFO or priority is None:
+            priority = 0
+        return self._store(item, priority, job_id or "", _delay_ms(delay))
+
     # -- taking --------------------------------------------------------------------------
 
     def __len__(self) -> int:
@@ -237,6 +281,83 @@ class _StoredQueue:
         result = self._run("extend", self._lease_ms, ack_id)
         return result is not FAILED and bool(result)
 
+    def nack(self, ack_id: str, delay: float) -> bool:
+        """Give the job leased under ``ack_id`` back, available again after ``delay`` seconds.
+
+        It keeps its priority and delivery count (the next take counts one more) and joins the
+        end of its line when due. ``False`` when the lease is unknown, expired or taken over.
+        Works after :meth:`close`, like :meth:`acknowledge`.
+        """
+        if not isinstance(ack_id, str):
+            return False
+        result = self._run("nack", ack_id, _delay_ms(delay), self._channel)
+        return result is not FAILED and bool(result)
+
+    # -- dead letters --------------------------------------------------------------------
+
+    def dead_letter(self, ack_id: str, error: str) -> bool:
+        """Move the job leased under ``ack_id`` onto this queue's dead-letter shelf, atomically.
+
+        Records the payload, its delivery count, ``error`` and the time. In the same step, drops
+        dead letters older than ``dead_letter_max_age`` and the oldest beyond
+        ``dead_letter_limit`` (up to 100 of each per call). ``False`` when the lease is unknown,
+        expired or taken over.
+        """
+        if not isinstance(ack_id, str):
+            return False
+        result = self._run(
+            "dead_letter",
+            ack_id,
+            str(error),
+            self._dead_letter_limit,
+            self._dead_letter_max_age_ms,
+        )
+        return result is not FAILED and bool(result)
+
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Up to ``limit`` dead letters, oldest first.
+
+        Each is ``{"key", "item", "attempts", "error", "dead_at"}`` (``dead_at`` in Unix seconds).
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            return []
+        result = self._run("dead_letters", limit)
+        if result is FAILED:
+            return []
+        letters = []
+        for i in range(0, len(result), 4):
+            attempts, error = _parse_info(bytes(result[i + 3]))
+            letters.append(
+                {
+                    "key": _text(result[i]),
+                    "item": bytes(result[i + 2]),
+                    "attempts": attempts,
+                    "error": error,
+                    "dead_at": int(result[i + 1]) / 1000.0,
+                }
+            )
+        return letters
+
+    def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
+        """Put dead letters back in line (all when ``keys`` is ``None``); how many.
+
+        Each becomes available now at the end of its priority's line, with its delivery count
+        reset (the next take is attempt 1). Unknown keys are ignored.
+        """
+        if keys is None:
+            result = self._run("requeue_dead", self._channel, "all")
+        else:
+            chosen = [key for key in keys if isinstance(key, str)]
+            if not chosen:
+                return 0
+            result = self._run("requeue_dead", self._channel, "some", *chosen)
+        return 0 if result is FAILED else int(result)
+
+    def purge_dead(self) -> int:
+        """Delete every dead letter of this queue; how many there were."""
+        result = self._run("purge_dead")
+        return 0 if result is FAILED else int(result)
+
     # -- inspecting ----------------------------------------------------------------------
 
     def values(self) -> list[bytes]:
@@ -253,8 +374,27 @@ class _StoredQueue:
         rows.sort(key=lambda row: (row[0], row[1]))
         return [payload for _, _, payload in rows]
 
+    def stats(self) -> dict[str, float]:
+        """Counts from Redis, in one call: ``waiting``, ``in_flight``, ``delayed``, ``dead``,
+        ``oldest_age`` (seconds since the oldest waiting job became available; 0.0 if none).
+
+        All zeros when Redis cannot be reached.
+        """
+        result = self._run("stats")
+        if result is FAILED:
+            return {"waiting": 0, "in_flight": 0, "delayed": 0, "dead": 0, "oldest_age": 0.0}
+        waiting, in_flight, delayed, dead, oldest, now = (int(value) for value in result)
+        return {
+            "waiting": waiting,
+            "in_flight": in_flight,
+            "delayed": delayed,
+            "dead": dead,
+            "oldest_age": max(0.0, (now - oldest) / 1000.0) if oldest >= 0 else 0.0,
+        }
+
     def purge(self) -> None:
-        """Remove every waiting job (jobs in flight stay until acknowledged or expired).
+        """Remove every waiting job (jobs in flight, delayed jobs not yet due and dead letters
+        stay).
 
         Does nothing once the queue is closed.
         """
@@ -311,6 +451,20 @@ def _as_payload(item: Any) -> bytes | None:
     if isinstance(item, (bytearray, memoryview)):
         return bytes(item)
     return None
+
+
+def _delay_ms(delay: float) -> int:
+    """A delay in seconds as integer ms for the script; anything not positive means now."""
+    try:
+        return max(0, round(float(delay) * 1000))
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def _parse_info(info: bytes) -> tuple[int, str]:
+    """Attempts and error text of a dead_info value (format in queue.lua's header)."""
+    attempts, _priority, length, rest = info.split(b" ", 3)
+    return int(attempts), rest[int(length) :].decode("utf-8", "replace")
 
 
 def _text(value: bytes | str) -> str:

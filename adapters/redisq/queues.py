@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from redisq.distributed import DistributedPriorityQueue, DistributedQueue
 from redisq.health import Health
+from redisq.keys import REGISTRY
 from redisq.pubsub import Listener
-from redisq.queue import PRIORITY, PriorityQueue, Queue, _StoredQueue
+from redisq.queue import (
+    DEAD_LETTER_LIMIT,
+    DEAD_LETTER_MAX_AGE,
+    PRIORITY,
+    PriorityQueue,
+    Queue,
+    _StoredQueue,
+)
 from redisq.script import Client, ScriptRunner
 
-__all__ = ["QueueKindError", "Queues", "new"]
+__all__ = ["QueueKindError", "Queues", "UnknownQueueError", "new"]
 
 _URL_SCHEMES = ("redis", "rediss", "unix")
 
@@ -40,6 +49,10 @@ _Q = TypeVar("_Q", bound=_StoredQueue)
 
 class QueueKindError(ValueError):
     """A queue name is opened as a FIFO queue while it exists as a priority queue, or back."""
+
+
+class UnknownQueueError(LookupError):
+    """``Queues.open_queue`` was given a name no ``Queues`` ever created in this Redis."""
 
 
 def new(url_or_client: str | Client, *, clock: Callable[[], int] | None = None) -> Queues:
@@ -99,37 +112,110 @@ class Queues:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def new_queue(self, name: str, *, visibility_timeout: float = 300.0) -> Queue:
+    def new_queue(
+        self,
+        name: str,
+        *,
+        visibility_timeout: float = 300.0,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
+    ) -> Queue:
         """Open the FIFO queue ``name`` (created on first enqueue)."""
         return self._open(
-            Queue(name, self._runner, visibility_timeout=visibility_timeout, channel=False)
+            Queue(
+                name,
+                self._runner,
+                visibility_timeout=visibility_timeout,
+                channel=False,
+                dead_letter_limit=dead_letter_limit,
+                dead_letter_max_age=dead_letter_max_age,
+            )
         )
 
-    def new_priority_queue(self, name: str, *, visibility_timeout: float = 300.0) -> PriorityQueue:
+    def new_priority_queue(
+        self,
+        name: str,
+        *,
+        visibility_timeout: float = 300.0,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
+    ) -> PriorityQueue:
         """Open the priority queue ``name``: lower numbers first, FIFO among equals."""
         return self._open(
-            PriorityQueue(name, self._runner, visibility_timeout=visibility_timeout, channel=False)
+            PriorityQueue(
+                name,
+                self._runner,
+                visibility_timeout=visibility_timeout,
+                channel=False,
+                dead_letter_limit=dead_letter_limit,
+                dead_letter_max_age=dead_letter_max_age,
+            )
         )
 
     def new_distributed_queue(
-        self, name: str, *, visibility_timeout: float = 300.0
+        self,
+        name: str,
+        *,
+        visibility_timeout: float = 300.0,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> DistributedQueue:
         """Open the FIFO queue ``name`` for processes on several hosts, with notifications."""
         return self._open(
             DistributedQueue(
-                name, self._runner, self._listener, visibility_timeout=visibility_timeout
+                name,
+                self._runner,
+                self._listener,
+                visibility_timeout=visibility_timeout,
+                dead_letter_limit=dead_letter_limit,
+                dead_letter_max_age=dead_letter_max_age,
             )
         )
 
     def new_distributed_priority_queue(
-        self, name: str, *, visibility_timeout: float = 300.0
+        self,
+        name: str,
+        *,
+        visibility_timeout: float = 300.0,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> DistributedPriorityQueue:
         """Open the priority queue ``name`` for processes on several hosts, with notifications."""
         return self._open(
             DistributedPriorityQueue(
-                name, self._runner, self._listener, visibility_timeout=visibility_timeout
+                name,
+                self._runner,
+                self._listener,
+                visibility_timeout=visibility_timeout,
+                dead_letter_limit=dead_letter_limit,
+                dead_letter_max_age=dead_letter_max_age,
             )
         )
+
+    def list_queues(self) -> list[tuple[str, str]]:
+        """``(name, kind)`` of every queue ever opened in this Redis, sorted by name.
+
+        ``kind`` is ``"fifo"`` or ``"priority"``. Read from one registry key (``redisq:queues``)
+        written when a queue is opened; ``RedisError`` when Redis cannot be reached.
+        """
+        stored = self._client.hgetall(REGISTRY)
+        return sorted((_decode(name), _decode(kind)) for name, kind in stored.items())
+
+    def open_queue(self, name: str, **options: Any) -> DistributedQueue | DistributedPriorityQueue:
+        """Open the existing queue ``name`` as its own kind, in its distributed variant.
+
+        ``options`` are those of ``new_distributed_queue``. Raises :class:`UnknownQueueError`
+        naming the queue when no queue of that name was ever opened in this Redis.
+        """
+        kind = self._client.hget(REGISTRY, name)
+        if kind is None:
+            raise UnknownQueueError(
+                f"redisq: no queue named {name!r} in {self._health.where}; "
+                "list_queues() shows the existing ones"
+            )
+        if _decode(kind) == PRIORITY:
+            return self.new_distributed_priority_queue(name, **options)
+        return self.new_distributed_queue(name, **options)
 
     def close(self) -> None:
         """Close every queue opened here, stop the pub/sub thread, and close a client we made.
@@ -164,7 +250,20 @@ class Queues:
                 f"redisq: queue {queue.name!r} exists as a {kind} queue, not {queue.KIND}; "
                 f"open it with {opener}() (or the distributed variant) or use another name"
             )
+        if kind is not None:
+            self._register(queue.name, kind)
         return queue
+
+    def _register(self, name: str, kind: str) -> None:
+        """Record the queue in the registry for list_queues(); a failure is only logged."""
+        try:
+            self._client.hsetnx(REGISTRY, name, kind)
+        except (RedisError, OSError) as exc:
+            self._health.failed(name, "register", exc)
+
+
+def _decode(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 def _redact(url: str) -> str:

@@ -19,8 +19,8 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
-import redisq
 
+import redisq
 from tests.support.redis_server import RedisClusterNodes, RedisServer, external_url
 
 

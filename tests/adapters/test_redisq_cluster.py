@@ -12,8 +12,8 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
-from redisq.keys import queue_keys
 
+from redisq.keys import queue_keys
 from tests.adapters.test_redisq_conformance import RedisqHarness
 from tests.support.redis_server import RedisClusterNodes
 from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance, StorageHarness

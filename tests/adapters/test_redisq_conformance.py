@@ -12,9 +12,9 @@ from typing import Any
 import fakeredis
 import pytest
 import redis
-import redisq
 from redis.cluster import RedisCluster
 
+import redisq
 from tests.adapters.conftest import MsClock
 from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance, StorageHarness
 
@@ -27,7 +27,13 @@ class RedisqHarness:
         self.queues = redisq.new(client, clock=self.clock)
 
     def new_queue(
-        self, name: str, *, priority: bool, distributed: bool, visibility_timeout: float
+        self,
+        name: str,
+        *,
+        priority: bool,
+        distributed: bool,
+        visibility_timeout: float,
+        **options: Any,
     ) -> Any:
         opener: Callable[..., Any] = {
             (False, False): self.queues.new_queue,
@@ -35,7 +41,7 @@ class RedisqHarness:
             (False, True): self.queues.new_distributed_queue,
             (True, True): self.queues.new_distributed_priority_queue,
         }[priority, distributed]
-        return opener(name, visibility_timeout=visibility_timeout)
+        return opener(name, visibility_timeout=visibility_timeout, **options)
 
     def advance(self, seconds: float) -> None:
         self.clock.advance(seconds)

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 import pytest
+
 from redisq.pubsub import Listener
 
 if TYPE_CHECKING:
