@@ -45,8 +45,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _ROOT / "bench
 sys.path.insert(0, str(_ROOT))
 
 import redis  # noqa: E402
-import redisq  # noqa: E402
 
+import redisq  # noqa: E402
 import varmq  # noqa: E402
 from tests.support.redis_server import RedisServer, external_url  # noqa: E402
 
