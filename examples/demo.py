@@ -11,7 +11,6 @@ Run it with ``make demo`` (or ``python examples/demo.py``); it takes about ten s
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
