@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
             ratio = theirs / ours
             print(
                 f"| {scenario.name:<16} | {scenario.baseline_name:<24} | {c:>3} | {size:>7} "
-                f"| {size / ours:>12,.0f} | {size / theirs:>15,.0f} | {ratio:>5.2f} "
+                f"| {size / ours:>12,.0f} | {size / theirs:>15,.0f} | {ratio:>5.3f} "
                 f"| {target_text(scenario, c, ratio):<12} |",
                 flush=True,
             )
