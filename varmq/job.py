@@ -109,10 +109,14 @@ class EnqueuedJob(Job[T]):
         """Block until the job is closed; ``False`` if ``timeout`` seconds passed first."""
         if self._status is JobStatus.CLOSED:
             return True
-        event = threading.Event()
-        if not self._add_callback(event.set):
+        # A held lock that the closing thread releases: the cheapest one-shot signal.
+        waiter = threading.Lock()
+        waiter.acquire()
+        if not self._add_callback(waiter.release):
             return True
-        return event.wait(timeout)
+        if timeout is None:
+            return waiter.acquire()
+        return waiter.acquire(timeout=max(timeout, 0.0))
 
     def close(self) -> None:
         """Cancel the job before it runs.

@@ -112,6 +112,8 @@ class Scheduler:
         self.cursor = -1
         self.spawns = 0
         self.generation = 0
+        # Threads blocked in wait_for: nobody to notify when it is 0 (most of the time).
+        self.waiters = 0
         # Set by the runner: wakes one parked slot or asks for a spawn. Called under lock.
         self.wake_slot: Callable[[Slot], None] = _release
         self.on_stopped: Callable[[], None] = _nothing
@@ -316,7 +318,8 @@ class Scheduler:
             if self.state is State.PAUSING:
                 self.state = State.PAUSED
             self.check_stopped_locked()
-            self.changed.notify_all()
+            if self.waiters:
+                self.changed.notify_all()
         if wake and self.state is State.ACTIVE and self.waking == 0:
             self.wake_locked()
 
@@ -414,7 +417,11 @@ class Scheduler:
                     if remaining <= 0:
                         return False
                     remaining = min(remaining, self.poll_interval)
-                self.changed.wait(remaining)
+                self.waiters += 1
+                try:
+                    self.changed.wait(remaining)
+                finally:
+                    self.waiters -= 1
             return True
 
     def queues_empty_locked(self) -> bool:

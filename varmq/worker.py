@@ -124,18 +124,15 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._is_async = _is_coroutine_function(fn)
         self._runner: ThreadRunner | AsyncRunner
         if self._is_async:
-            self._runner = AsyncRunner(self._sched, label, self._call, self._after_run)
+            self._runner = AsyncRunner(self._sched, label, fn, self._after_run)
         else:
-            self._runner = ThreadRunner(self._sched, label, self._call, self._after_run)
+            self._runner = ThreadRunner(self._sched, label, fn, self._after_run)
         self._sched.on_stopped = self._on_stopped
         self._sched.on_taken = self._maintenance.track
         if auto_run:
             self.start()
 
     # -- the job function ------------------------------------------------------------------
-
-    def _call(self, job: Job[Any]) -> Any:
-        return self._fn(job)
 
     def _after_run(self, job: Job[Any], error: BaseException | None) -> int:
         """Settle a finished run: report, then acknowledge, retry or dead-letter."""
