@@ -17,7 +17,7 @@ varmq). Standard library only. See ``docs/sqliteq.md``.
 
 from __future__ import annotations
 
-from ._queue import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
+from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._queues import Queues, new
 from .errors import (
     ClosedError,
@@ -25,6 +25,7 @@ from .errors import (
     ForeignDatabaseError,
     NotADatabaseError,
     QueueKindError,
+    QueueNotFoundError,
     RefusedDatabaseError,
     SchemaVersionError,
     SqliteqError,
@@ -40,6 +41,7 @@ __all__ = [
     "PriorityQueue",
     "Queue",
     "QueueKindError",
+    "QueueNotFoundError",
     "Queues",
     "RefusedDatabaseError",
     "SchemaVersionError",

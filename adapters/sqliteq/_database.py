@@ -106,6 +106,13 @@ class Database:
                 return default
             return result
 
+    def query(self, body: Callable[[sqlite3.Connection, int], T]) -> T:
+        """Like :meth:`read`, but raise on any failure (for operator calls, not for workers)."""
+        with self._read_lock:
+            if self._closed:
+                raise ClosedError(f"sqliteq: {self.path} is closed")
+            return body(self._read_conn, self.clock())
+
     def warn_once(self, condition: str, message: str) -> None:
         """Log ``message`` as a warning unless ``condition`` was logged since the last success."""
         if condition not in self._warned:

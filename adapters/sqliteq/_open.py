@@ -171,8 +171,14 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
         version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
         tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
         _check_identity(path, app_id, version, tables)
+        had_capacity = conn.execute(_sql.CAPACITY_INSTALLED).fetchone() is not None
         for statements in _sql.MIGRATIONS[version:]:
             for statement in statements:
+                conn.execute(statement)
+        if had_capacity and conn.execute(_sql.CAPACITY_INSTALLED).fetchone() is None:
+            # Rebuilding the jobs table (version 3) dropped its triggers: install them again,
+            # which also recounts queues.ready.
+            for statement in _sql.INSTALL_CAPACITY:
                 conn.execute(statement)
         if version < _sql.SCHEMA_VERSION:
             conn.execute(_sql.SET_APPLICATION_ID.format(value=_sql.APPLICATION_ID))

@@ -1,9 +1,11 @@
-"""The queue objects: one named queue in a sqliteq file, FIFO or priority, local or distributed.
+"""What every sqliteq queue object does with its line of jobs: add, take, finish, look.
 
 Every method maps to one transaction of statements from :mod:`sqliteq._sql`. A take claims
 jobs and records their leases in one ``UPDATE ... RETURNING``: no crash can lose a job between
 the two. Leases expire by time alone: a take treats a job whose lease ran out like a ready one,
-so there is no reaper thread and opening a queue never steals live jobs.
+so there is no reaper thread and opening a queue never steals live jobs. Delayed jobs need no
+timer either: a take first promotes the due ones (one indexed ``UPDATE``). The dead-letter
+shelf is in :mod:`sqliteq._dead`, the four kinds of queue in :mod:`sqliteq._kinds`.
 
 Storage failures never raise from these methods: they return the "nothing" value of the
 method and log a warning once (see :class:`~sqliteq._database.Database`).
@@ -11,27 +13,25 @@ method and log a warning once (see :class:`~sqliteq._database.Database`).
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _sql
 from ._database import Database
+from ._dead import DeadLetterShelf
 from ._watch import Watcher
 from .errors import ClosedError, SqliteqError
 
-__all__ = [
-    "DistributedPriorityQueue",
-    "DistributedQueue",
-    "PriorityQueue",
-    "Queue",
-    "StoredQueue",
-]
+__all__ = ["StoredQueue"]
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+# Longest delay stored, in ms (about 146 million years): now + delay stays a 64-bit integer.
+_MAX_DELAY_MS = 2**62
 
 
-class StoredQueue:
+class StoredQueue(DeadLetterShelf):
     """What FIFO and priority queues share; the kinds differ only in ``enqueue``'s shape."""
 
     def __init__(
@@ -43,6 +43,8 @@ class StoredQueue:
         remove_on_complete: bool,
         completed_limit: int,
         completed_max_age: float,
+        dead_letter_limit: int,
+        dead_letter_max_age: float,
         watcher: Watcher,
     ) -> None:
         self._db = db
@@ -53,6 +55,8 @@ class StoredQueue:
         self._remove_on_complete = remove_on_complete
         self._completed_limit = completed_limit
         self._completed_max_age_ms = round(completed_max_age * 1000)
+        self._dead_letter_limit = dead_letter_limit
+        self._dead_letter_max_age_ms = round(dead_letter_max_age * 1000)
         # Set once by close(); read without a lock (a bool write is atomic).
         self._closed = False
         # Set by set_capacity(); 0: unlimited. Read once per enqueue, inside its transaction,
@@ -111,7 +115,7 @@ class StoredQueue:
                 f"{exc}; retry set_capacity"
             ) from exc
 
-    def _add(self, item: Any, priority: int, job_id: str | None) -> bool:
+    def _add(self, item: Any, priority: int, job_id: str | None, delay_ms: int = 0) -> bool:
         if self._closed:
             return False
         data = _as_bytes(item)
@@ -129,19 +133,51 @@ class StoredQueue:
                 f"{priority!r} (a 64-bit int expected)",
             )
             return False
-        params = {"queue": self._name, "priority": priority, "data": data, "job_id": job_id}
+        params = {
+            "queue": self._name,
+            "priority": priority,
+            "data": data,
+            "job_id": job_id,
+            "delay_ms": delay_ms,
+        }
+        if delay_ms > 0:
+            statement = _sql.ENQUEUE_DELAYED
+        else:
+            statement = _sql.ENQUEUE if job_id is None else _sql.ENQUEUE_DEDUP
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
             capacity = self._capacity
             if capacity and self._is_full(conn, now, capacity):
                 # A job id that is already stored is there: not a refusal (as without a limit).
                 return job_id is not None and self._is_stored(conn, job_id)
-            statement = _sql.ENQUEUE if job_id is None else _sql.ENQUEUE_DEDUP
-            if conn.execute(statement, {**params, "now": now}).rowcount == 1:
+            added = conn.execute(statement, {**params, "now": now}).rowcount == 1
+            if added and delay_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
                 conn.execute(_sql.BUMP_ENQUEUED, params)
             return True
 
         return self._db.write("enqueue", body, False)
+
+    def _add_delayed(self, item: Any, delay: float, job_id: str | None, priority: int) -> bool:
+        delay_ms = self._delay_ms(delay)
+        if job_id is not None and not isinstance(job_id, str):
+            return False
+        return self._add(item, priority, job_id, delay_ms)
+
+    def _delay_ms(self, delay: float) -> int:
+        """``delay`` seconds as whole milliseconds, rounded up (never early); 0 for ``<= 0``."""
+        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
+            raise TypeError(
+                f"sqliteq: queue {self._name!r} in {self._db.path}: delay={delay!r}; "
+                f"expected seconds (int or float)"
+            )
+        if math.isnan(delay) or delay == math.inf:
+            raise ValueError(
+                f"sqliteq: queue {self._name!r} in {self._db.path}: delay={delay!r}; "
+                f"expected a finite number of seconds"
+            )
+        if delay <= 0:
+            return 0
+        return min(math.ceil(delay * 1000), _MAX_DELAY_MS)
 
     def _add_dedup(self, item: Any, job_id: str, priority: int) -> bool:
         if not isinstance(job_id, str):
@@ -165,12 +201,13 @@ class StoredQueue:
 
         def body(conn: sqlite3.Connection, now: int) -> list[Any]:
             params = {"queue": self._name, "now": now, "lease_ms": self._lease_ms, "n": n}
+            conn.execute(_sql.PROMOTE_DUE, params)
             return conn.execute(_sql.CLAIM, params).fetchall()
 
         rows: list[Any] = self._db.write("take", body, [])
-        # RETURNING gives no order; take order is (priority, id).
-        rows.sort(key=lambda row: (row[1], row[0]))
-        return [(bytes(data), token, attempts) for _, _, data, token, attempts in rows]
+        # RETURNING gives no order; take order is (priority, available_at, id).
+        rows.sort(key=lambda row: (row[1], row[2], row[0]))
+        return [(bytes(data), token, attempts) for _, _, _, data, token, attempts in rows]
 
     def dequeue_batch_with_ack_ids(self, n: int) -> list[tuple[bytes, str]]:
         """Take and lease up to ``n`` jobs, each with its own ack id, in take order."""
@@ -188,6 +225,7 @@ class StoredQueue:
         statement = _sql.TAKE_DELETE if self._remove_on_complete else _sql.TAKE_DONE
 
         def body(conn: sqlite3.Connection, now: int) -> bytes | None:
+            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, "now": now})
             row = conn.execute(statement, {"queue": self._name, "now": now}).fetchone()
             if row is None:
                 return None
@@ -235,6 +273,24 @@ class StoredQueue:
 
         return self._db.write("extend_lease", body, False)
 
+    def nack(self, ack_id: str, delay: float) -> bool:
+        """Give the job leased under ``ack_id`` back, to be taken again after ``delay`` seconds.
+
+        Fenced like ``acknowledge``: ``False`` when the lease is unknown, expired or taken
+        over. The job keeps its priority and delivery count (its next take counts one more)
+        and gets a new id: once due (``delay <= 0``: now) it is at the end of its priority's
+        line, behind jobs already waiting at the same millisecond. Works after ``close()``.
+        """
+        delay_ms = self._delay_ms(delay)
+        if not isinstance(ack_id, str):
+            return False
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            params = {"token": ack_id, "queue": self._name, "now": now, "delay_ms": delay_ms}
+            return bool(conn.execute(_sql.NACK, params).rowcount == 1)
+
+        return self._db.write("nack", body, False)
+
     def _keep_done(self, conn: sqlite3.Connection, now: int, added: int) -> None:
         """Count ``added`` completed jobs and drop those beyond the retention bounds.
 
@@ -255,7 +311,7 @@ class StoredQueue:
     # --- looking -------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        """Jobs that a take would get now (ready, or with an expired lease); 0 once closed."""
+        """Jobs a take would get now (ready, due, or with an expired lease); 0 once closed."""
         if self._closed:
             return 0
 
@@ -276,10 +332,37 @@ class StoredQueue:
 
         return self._db.read("values", body, [])
 
+    def stats(self) -> dict[str, float]:
+        """Counts of this queue's jobs, in one statement (one snapshot), from every process.
+
+        ``waiting`` (what ``len()`` counts), ``in_flight`` (leased, lease not expired),
+        ``delayed`` (not due yet), ``dead`` (dead letters) and ``oldest_age``, the seconds
+        since the oldest waiting job became available (0.0 when none waits). Reads one range
+        of ``jobs_line`` and one of ``jobs_delayed`` (the queue's ready, leased and delayed
+        jobs, index only) and the ``queues`` row. Works after ``close()``.
+        """
+        empty = {"waiting": 0, "in_flight": 0, "delayed": 0, "dead": 0, "oldest_age": 0.0}
+
+        def body(conn: sqlite3.Connection, now: int) -> dict[str, float]:
+            row = conn.execute(_sql.STATS, {"queue": self._name, "now": now}).fetchone()
+            waiting, in_flight, oldest, due, later, oldest_due, dead = row
+            oldest_at = min((t for t in (oldest, oldest_due) if t is not None), default=now)
+            return {
+                "waiting": int(waiting + due),
+                "in_flight": int(in_flight),
+                "delayed": int(later),
+                "dead": int(dead or 0),
+                "oldest_age": max(0, now - oldest_at) / 1000.0,
+            }
+
+        return self._db.read("stats", body, empty)
+
     def purge(self) -> None:
-        """Remove every waiting job. Leased jobs stay, so their workers can still ack them."""
+        """Remove every waiting job (due delayed ones too). Leased jobs stay, so their workers
+        can still ack them; delayed jobs that are not due stay delayed."""
 
         def body(conn: sqlite3.Connection, now: int) -> None:
+            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, "now": now})
             conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, "now": now})
 
         self._db.write("purge", body, None)
@@ -301,54 +384,6 @@ class StoredQueue:
         # this read is reported.
         baseline = self._db.read("subscribe", body, 0)
         self._watcher.subscribe(self._name, callback, self, baseline)
-
-
-class Queue(StoredQueue):
-    """A persistent FIFO queue (``IPersistentQueue``, with leases, batches, dedup, capacity)."""
-
-    def enqueue(self, item: Any) -> bool:
-        """Store ``item`` (``bytes``, or ``str`` as UTF-8) last in line; ``False`` if refused."""
-        return self._add(item, 0, None)
-
-    def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
-        """Store ``item`` unless a job with ``job_id`` is waiting or leased; ``priority`` unused."""
-        return self._add_dedup(item, job_id, 0)
-
-
-class PriorityQueue(StoredQueue):
-    """A persistent priority queue: lower numbers first, FIFO among equal priorities."""
-
-    def enqueue(self, item: Any, priority: int) -> bool:
-        """Store ``item`` with ``priority``; ``False`` if refused."""
-        return self._add(item, priority, None)
-
-    def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
-        """Store ``item`` unless a job with ``job_id`` is waiting or leased (priority 0 if None)."""
-        return self._add_dedup(item, job_id, 0 if priority is None else priority)
-
-
-class DistributedQueue(Queue):
-    """A FIFO queue shared by processes on one host, with notifications of enqueues."""
-
-    def subscribe(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback("enqueued")`` on the watcher thread after any process adds a job.
-
-        Several enqueues close together may give one call. Keep the callback short: it runs on
-        the thread that serves every subscription of this ``Queues``.
-        """
-        self._subscribe(callback)
-
-
-class DistributedPriorityQueue(PriorityQueue):
-    """A priority queue shared by processes on one host, with notifications of enqueues."""
-
-    def subscribe(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback("enqueued")`` on the watcher thread after any process adds a job.
-
-        Several enqueues close together may give one call. Keep the callback short: it runs on
-        the thread that serves every subscription of this ``Queues``.
-        """
-        self._subscribe(callback)
 
 
 def _as_bytes(item: Any) -> bytes | None:

@@ -10,16 +10,12 @@ from typing import Any, TypeVar
 
 from . import _sql
 from ._database import Clock, Database
+from ._dead import DEAD_LETTER_LIMIT, DEAD_LETTER_MAX_AGE
+from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._open import connect, open_database
-from ._queue import (
-    DistributedPriorityQueue,
-    DistributedQueue,
-    PriorityQueue,
-    Queue,
-    StoredQueue,
-)
+from ._queue import StoredQueue
 from ._watch import Watcher
-from .errors import QueueKindError, SqliteqError
+from .errors import QueueKindError, QueueNotFoundError, SqliteqError
 
 __all__ = ["Queues", "new"]
 
@@ -109,18 +105,27 @@ class Queues:
         remove_on_complete: bool = True,
         completed_limit: int = DEFAULT_COMPLETED_LIMIT,
         completed_max_age: float = DEFAULT_COMPLETED_MAX_AGE,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> Queue:
         """Open the FIFO queue ``name`` (any text), creating it if needed.
 
         ``visibility_timeout``: seconds a taken job stays leased unless the lease is extended;
         then it can be taken again. ``remove_on_complete``: if ``False``, finished jobs are kept
         as done, at most ``completed_limit`` per queue and for at most ``completed_max_age``
-        seconds (defaults 1000 and 7 days). Raises :class:`~sqliteq.errors.QueueKindError` if
-        ``name`` is a priority queue.
+        seconds (defaults 1000 and 7 days). ``dead_letter_limit`` and ``dead_letter_max_age``:
+        dead letters kept per queue and their longest age in seconds (defaults 10,000 and 7
+        days), pruned whenever this object shelves one. Raises
+        :class:`~sqliteq.errors.QueueKindError` if ``name`` is a priority queue.
         """
-        options = _options(
-            visibility_timeout, remove_on_complete, completed_limit, completed_max_age
-        )
+        options = {
+            "visibility_timeout": visibility_timeout,
+            "remove_on_complete": remove_on_complete,
+            "completed_limit": completed_limit,
+            "completed_max_age": completed_max_age,
+            "dead_letter_limit": dead_letter_limit,
+            "dead_letter_max_age": dead_letter_max_age,
+        }
         return self._open(Queue, name, "fifo", options)
 
     def new_priority_queue(
@@ -131,11 +136,18 @@ class Queues:
         remove_on_complete: bool = True,
         completed_limit: int = DEFAULT_COMPLETED_LIMIT,
         completed_max_age: float = DEFAULT_COMPLETED_MAX_AGE,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> PriorityQueue:
         """Open the priority queue ``name``; options as for :meth:`new_queue`."""
-        options = _options(
-            visibility_timeout, remove_on_complete, completed_limit, completed_max_age
-        )
+        options = {
+            "visibility_timeout": visibility_timeout,
+            "remove_on_complete": remove_on_complete,
+            "completed_limit": completed_limit,
+            "completed_max_age": completed_max_age,
+            "dead_letter_limit": dead_letter_limit,
+            "dead_letter_max_age": dead_letter_max_age,
+        }
         return self._open(PriorityQueue, name, "priority", options)
 
     def new_distributed_queue(
@@ -146,11 +158,18 @@ class Queues:
         remove_on_complete: bool = True,
         completed_limit: int = DEFAULT_COMPLETED_LIMIT,
         completed_max_age: float = DEFAULT_COMPLETED_MAX_AGE,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> DistributedQueue:
         """Open the FIFO queue ``name`` with ``subscribe``; options as for :meth:`new_queue`."""
-        options = _options(
-            visibility_timeout, remove_on_complete, completed_limit, completed_max_age
-        )
+        options = {
+            "visibility_timeout": visibility_timeout,
+            "remove_on_complete": remove_on_complete,
+            "completed_limit": completed_limit,
+            "completed_max_age": completed_max_age,
+            "dead_letter_limit": dead_letter_limit,
+            "dead_letter_max_age": dead_letter_max_age,
+        }
         return self._open(DistributedQueue, name, "fifo", options)
 
     def new_distributed_priority_queue(
@@ -161,12 +180,52 @@ class Queues:
         remove_on_complete: bool = True,
         completed_limit: int = DEFAULT_COMPLETED_LIMIT,
         completed_max_age: float = DEFAULT_COMPLETED_MAX_AGE,
+        dead_letter_limit: int = DEAD_LETTER_LIMIT,
+        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
     ) -> DistributedPriorityQueue:
         """Open the priority queue ``name`` with ``subscribe``; as for :meth:`new_queue`."""
-        options = _options(
-            visibility_timeout, remove_on_complete, completed_limit, completed_max_age
-        )
+        options = {
+            "visibility_timeout": visibility_timeout,
+            "remove_on_complete": remove_on_complete,
+            "completed_limit": completed_limit,
+            "completed_max_age": completed_max_age,
+            "dead_letter_limit": dead_letter_limit,
+            "dead_letter_max_age": dead_letter_max_age,
+        }
         return self._open(DistributedPriorityQueue, name, "priority", options)
+
+    def list_queues(self) -> list[tuple[str, str]]:
+        """``(name, kind)`` of every queue ever created in the file, by name.
+
+        ``kind`` is ``"fifo"`` or ``"priority"``. Raises ``sqlite3.Error`` if the file cannot
+        be read and :class:`~sqliteq.errors.ClosedError` once closed.
+        """
+
+        def body(conn: sqlite3.Connection, now: int) -> list[tuple[str, str]]:
+            return [(str(name), str(kind)) for name, kind in conn.execute(_sql.LIST_QUEUES)]
+
+        return self._db.query(body)
+
+    def open_queue(self, name: str, **options: Any) -> DistributedQueue | DistributedPriorityQueue:
+        """Open the existing queue ``name`` as its own kind, distributed (with ``subscribe``).
+
+        ``options`` are those of :meth:`new_queue`. Raises
+        :class:`~sqliteq.errors.QueueNotFoundError` (a ``LookupError``) naming the queue when
+        the file has no queue of that name.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"sqliteq: a queue name must be a str, not {type(name).__name__}")
+
+        def body(conn: sqlite3.Connection, now: int) -> str | None:
+            row = conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()
+            return None if row is None else str(row[0])
+
+        kind = self._db.query(body)
+        if kind is None:
+            raise QueueNotFoundError(self._db.path, name)
+        if kind == "priority":
+            return self.new_distributed_priority_queue(name, **options)
+        return self.new_distributed_queue(name, **options)
 
     def close(self) -> None:
         """Stop the watcher thread and close the file. Idempotent."""
@@ -193,20 +252,6 @@ class Queues:
         return cls(self._db, name, watcher=self._watcher, **settings)
 
 
-def _options(
-    visibility_timeout: float,
-    remove_on_complete: bool,
-    completed_limit: int,
-    completed_max_age: float,
-) -> dict[str, Any]:
-    return {
-        "visibility_timeout": visibility_timeout,
-        "remove_on_complete": remove_on_complete,
-        "completed_limit": completed_limit,
-        "completed_max_age": completed_max_age,
-    }
-
-
 def _checked(name: str, settings: dict[str, Any]) -> dict[str, Any]:
     """Check the options of a ``new_*queue`` call; raise ValueError naming the queue."""
     for key in ("visibility_timeout", "completed_max_age"):
@@ -216,4 +261,14 @@ def _checked(name: str, settings: dict[str, Any]) -> dict[str, Any]:
     limit = settings["completed_limit"]
     if not isinstance(limit, int) or limit < 0:
         raise ValueError(f"sqliteq: queue {name!r}: completed_limit={limit!r}; expected int >= 0")
+    dead_limit = settings["dead_letter_limit"]
+    if isinstance(dead_limit, bool) or not isinstance(dead_limit, int) or dead_limit < 1:
+        raise ValueError(
+            f"sqliteq: queue {name!r}: dead_letter_limit={dead_limit!r}; expected int >= 1"
+        )
+    dead_age = settings["dead_letter_max_age"]
+    if not isinstance(dead_age, (int, float)) or not math.isfinite(dead_age) or dead_age <= 0:
+        raise ValueError(
+            f"sqliteq: queue {name!r}: dead_letter_max_age={dead_age!r}; expected seconds > 0"
+        )
     return {**settings, "remove_on_complete": bool(settings["remove_on_complete"])}

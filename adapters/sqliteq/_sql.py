@@ -4,7 +4,7 @@ No I/O here. Each statement is a named constant; the comment above it names the 
 relies on. Parameters are always bound by name (``:queue``, ``:now``), never interpolated, so
 a queue name may be any text.
 
-Layout (schema version 2)
+Layout (schema version 3)
     ``queues``  one row per queue name: its kind (``fifo`` or ``priority``); ``enqueued``, a
                 counter bumped in every enqueue transaction (the watcher thread compares it to
                 tell subscribers that a job was added); ``done``, how many completed jobs of
@@ -12,18 +12,38 @@ Layout (schema version 2)
                 ``ready`` (version 2), how many jobs of the queue are in state ``ready``, kept
                 by triggers so that a capacity check needs no count over the backlog (the
                 triggers exist once a capacity was set on the file; see INSTALL_CAPACITY).
-    ``jobs``    one row per job of every queue. ``state`` is ``ready``, ``leased`` or ``done``.
-                A job is *takeable* when it is ready and ``available_at <= now``, or leased with
-                ``lease_until <= now`` (an expired lease). Times are integer milliseconds from
-                the adapter's clock. ``id`` is the rowid: a new row always gets an id larger than
-                every stored row, which is all FIFO order needs (no AUTOINCREMENT table).
+                ``dead`` (version 3), how many dead letters the queue has, so that retention
+                and ``stats()`` need no count.
+    ``jobs``    one row per job of every queue. ``state`` is ``ready``, ``delayed`` (version 3),
+                ``leased`` or ``done``. A job is *takeable* when it is ready, or leased with
+                ``lease_until <= now`` (an expired lease); a delayed job becomes ready once
+                ``available_at <= now``: every take, ``dequeue`` and ``purge`` first promotes
+                the queue's due delayed jobs (PROMOTE_DUE), and reads (``len``, ``values``,
+                ``stats``) count a due delayed job as waiting. Times are integer milliseconds
+                from the adapter's clock. ``id`` is the rowid: a new row always gets an id
+                larger than every stored row (no AUTOINCREMENT table).
+    ``dead_letters`` (version 3) one row per dead letter: the job's queue, priority, data,
+                job_id and attempts, the error text and ``dead_at`` (adapter clock, ms). Its
+                ``id`` (AUTOINCREMENT, never reused) is the dead letter's key.
+
+Take order
+    ``(priority, available_at, id)``. A plain enqueue's ``available_at`` is its enqueue time; a
+    delayed or nacked job's is its due time, so once due it joins the end of its priority's
+    line. A nack gives the row a new id (``max(id) + 1``), and a requeued dead letter is a new
+    row: either goes behind every job already waiting at the same millisecond. Promotion keeps
+    the id given when the job was delayed. An expired lease changes neither ``available_at``
+    nor ``id``: the job keeps its place.
 
 Invariants
     - ``lease_token`` is set exactly while ``state = 'leased'``; a take always writes a fresh one,
       so an older token never matches again (fencing).
-    - A take never changes ``priority`` or ``id``: an expired job keeps its place in line.
+    - A take never changes ``priority``, ``available_at`` or ``id``: an expired job keeps its
+      place in line.
+    - A job id (dedup) is held by a ready, delayed or leased row; done rows and dead letters
+      do not hold it.
     - ``enqueued`` of a queue only grows.
-    - ``done`` of a queue equals its number of rows with ``state = 'done'``.
+    - ``done`` of a queue equals its number of rows with ``state = 'done'``; ``dead`` equals
+      its number of dead letters.
     - Once INSTALL_CAPACITY ran on a file, ``ready`` of a queue equals its number of rows
       with ``state = 'ready'``: its triggers keep it in the statement that changes the row,
       for every connection.
@@ -34,6 +54,8 @@ from __future__ import annotations
 __all__ = [
     "ACK_DELETE",
     "ACK_DONE",
+    "ADD_DEAD",
+    "ADD_DEAD_LETTER",
     "ADD_DONE",
     "APPLICATION_ID",
     "BEGIN_IMMEDIATE",
@@ -44,13 +66,24 @@ __all__ = [
     "COUNT_TAKEABLE",
     "COUNT_WAITING",
     "DATA_VERSION",
+    "DEAD_COUNT",
+    "DEAD_LETTER",
+    "DELETE_DEAD",
+    "DELETE_DEAD_ALL",
     "DONE_COUNT",
     "ENQUEUE",
     "ENQUEUE_DEDUP",
+    "ENQUEUE_DELAYED",
+    "EXTEND_LEASE",
     "INSTALL_CAPACITY",
     "JOB_ID_STORED",
-    "EXTEND_LEASE",
+    "LIST_DEAD",
+    "LIST_QUEUES",
     "MIGRATIONS",
+    "NACK",
+    "PROMOTE_DUE",
+    "PRUNE_DEAD_BY_AGE",
+    "PRUNE_DEAD_OLDEST",
     "PRUNE_DONE_BY_AGE",
     "PRUNE_DONE_OLDEST",
     "PURGE_TAKEABLE",
@@ -61,6 +94,7 @@ __all__ = [
     "READ_APPLICATION_ID",
     "READ_USER_VERSION",
     "REGISTER_QUEUE",
+    "REQUEUE_DEAD",
     "ROLLBACK",
     "SCHEMA_VERSION",
     "SET_APPLICATION_ID",
@@ -69,6 +103,7 @@ __all__ = [
     "SET_SYNCHRONOUS",
     "SET_TEMP_STORE_MEMORY",
     "SET_USER_VERSION",
+    "STATS",
     "SYNCHRONOUS_LEVELS",
     "TABLE_NAMES",
     "TAKE_DELETE",
@@ -105,7 +140,8 @@ CREATE TABLE jobs (
     finished_at  INTEGER
 )"""
 
-# The claim index: every not-done job of a queue in take order. It also holds the columns the
+# Versions 1 and 2 (version 3 replaces it with jobs_line). The claim index: every not-done job
+# of a queue in take order. It also holds the columns the
 # takeable test reads, so a take skips unexpired leases without reading table rows. Done rows
 # are left out so that kept completed jobs never slow a take down.
 _CREATE_JOBS_CLAIM = """
@@ -129,7 +165,71 @@ CREATE INDEX jobs_done ON jobs (queue, finished_at, id) WHERE state = 'done'"""
 
 _ADD_QUEUES_READY = "ALTER TABLE queues ADD COLUMN ready INTEGER NOT NULL DEFAULT 0"
 
+# --- schema, version 3: delayed jobs, take order by availability, dead letters ----------------
+
+# The jobs table is rebuilt because its CHECK constraint gains the state 'delayed' (SQLite
+# cannot alter a constraint). Dropping the old table drops its indexes and any capacity
+# triggers; the opener reinstalls the triggers when the file had them (see _open._migrate).
+_CREATE_JOBS_V3 = """
+CREATE TABLE jobs_v3 (
+    id           INTEGER PRIMARY KEY,
+    queue        TEXT    NOT NULL,
+    priority     INTEGER NOT NULL DEFAULT 0,
+    data         BLOB    NOT NULL,
+    job_id       TEXT,
+    state        TEXT    NOT NULL CHECK (state IN ('ready', 'delayed', 'leased', 'done')),
+    lease_token  TEXT,
+    lease_until  INTEGER,
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    enqueued_at  INTEGER NOT NULL,
+    available_at INTEGER NOT NULL,
+    finished_at  INTEGER
+)"""
+
+# Full scan of the old table, once; ids, and so the order in line, are kept.
+_COPY_JOBS_V3 = """
+INSERT INTO jobs_v3 (id, queue, priority, data, job_id, state, lease_token, lease_until,
+                     attempts, enqueued_at, available_at, finished_at)
+SELECT id, queue, priority, data, job_id, state, lease_token, lease_until,
+       attempts, enqueued_at, available_at, finished_at
+FROM jobs"""
+
+_DROP_JOBS = "DROP TABLE jobs"
+_RENAME_JOBS_V3 = "ALTER TABLE jobs_v3 RENAME TO jobs"
+
+# The line: every ready or leased job of a queue in take order (priority, available_at, id),
+# with the columns the takeable test reads, so a take skips unexpired leases without reading
+# table rows. Delayed and done rows are left out: a take never walks past them.
+_CREATE_JOBS_LINE = """
+CREATE INDEX jobs_line ON jobs (queue, priority, available_at, id, state, lease_until)
+WHERE state IN ('ready', 'leased')"""
+
+# Delayed jobs of a queue by due time: the due ones are a range from the start. ``state`` is
+# in the key only so that counts read no table row (the planner wants every column it tests).
+_CREATE_JOBS_DELAYED = """
+CREATE INDEX jobs_delayed ON jobs (queue, available_at, state) WHERE state = 'delayed'"""
+
+# AUTOINCREMENT: a key (the id) is never reused, so a stale key never names another letter.
+_CREATE_DEAD_LETTERS = """
+CREATE TABLE dead_letters (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue    TEXT    NOT NULL,
+    priority INTEGER NOT NULL,
+    data     BLOB    NOT NULL,
+    job_id   TEXT,
+    attempts INTEGER NOT NULL,
+    error    TEXT    NOT NULL,
+    dead_at  INTEGER NOT NULL
+)"""
+
+# A queue's dead letters oldest first: listing, retention by age and by count, purge.
+_CREATE_DEAD_LETTERS_AGE = """
+CREATE INDEX dead_letters_age ON dead_letters (queue, dead_at, id)"""
+
+_ADD_QUEUES_DEAD = "ALTER TABLE queues ADD COLUMN dead INTEGER NOT NULL DEFAULT 0"
+
 # Applied in order; entry i brings a file from user_version i to i + 1, in one transaction.
+# Earlier entries stay exactly as that version wrote them: a new file runs them all.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         _CREATE_QUEUES,
@@ -140,6 +240,20 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CREATE_JOBS_DONE,
     ),
     (_ADD_QUEUES_READY,),
+    (
+        _CREATE_JOBS_V3,
+        _COPY_JOBS_V3,
+        _DROP_JOBS,
+        _RENAME_JOBS_V3,
+        _CREATE_JOBS_LINE,
+        _CREATE_JOBS_LEASE,
+        _CREATE_JOBS_DEDUP,
+        _CREATE_JOBS_DONE,
+        _CREATE_JOBS_DELAYED,
+        _CREATE_DEAD_LETTERS,
+        _CREATE_DEAD_LETTERS_AGE,
+        _ADD_QUEUES_DEAD,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -182,11 +296,11 @@ END"""
 _CREATE_JOBS_EXPIRY = """
 CREATE INDEX IF NOT EXISTS jobs_expiry ON jobs (queue, lease_until) WHERE state = 'leased'"""
 
-# jobs_claim, once per queue: the counter starts from the jobs stored at installation.
+# jobs_line, once per queue: the counter starts from the jobs stored at installation.
 _FILL_QUEUES_READY = """
 UPDATE queues SET ready = (
     SELECT count(*) FROM jobs
-    WHERE jobs.queue = queues.name AND state <> 'done' AND state = 'ready'
+    WHERE jobs.queue = queues.name AND state IN ('ready', 'leased') AND state = 'ready'
 )"""
 
 INSTALL_CAPACITY: tuple[str, ...] = (
@@ -225,6 +339,8 @@ BUMP_ENQUEUED = "UPDATE queues SET enqueued = enqueued + 1 WHERE name = :queue"
 QUEUE_COUNTER = "SELECT enqueued FROM queues WHERE name = :queue"
 # Full scan of queues: one row per queue name, read only after data_version changed.
 QUEUE_COUNTERS = "SELECT name, enqueued FROM queues"
+# queues primary key (its automatic index), in name order; one row per queue name.
+LIST_QUEUES = "SELECT name, kind FROM queues ORDER BY name"
 
 # --- jobs --------------------------------------------------------------------------------------
 
@@ -239,34 +355,51 @@ INSERT OR IGNORE INTO jobs
     (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
 VALUES (:queue, :priority, :data, :job_id, 'ready', 0, :now, :now)"""
 
-# The takeable test; the literal "state <> 'done'" lets the planner use the partial jobs_claim.
-_TAKEABLE = """
-queue = :queue AND state <> 'done'
-AND ((state = 'ready' AND available_at <= :now) OR (state = 'leased' AND lease_until <= :now))"""
+# jobs_dedup when :job_id is not NULL (ignored while the id is stored); else a plain insert.
+ENQUEUE_DELAYED = """
+INSERT OR IGNORE INTO jobs
+    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
+VALUES (:queue, :priority, :data, :job_id, 'delayed', 0, :now, :now + :delay_ms)"""
 
-# jobs_claim, walked in (priority, id) order: up to :n takeable jobs get a fresh lease token.
-# RETURNING order is unspecified; the caller sorts by (priority, id).
+# jobs_delayed, the due range from its start: due delayed jobs join the line at their due time
+# (available_at and id unchanged). Runs first in every take, dequeue and purge.
+PROMOTE_DUE = """
+UPDATE jobs SET state = 'ready'
+WHERE queue = :queue AND state = 'delayed' AND available_at <= :now"""
+
+# The takeable test; the literal "state IN ('ready', 'leased')" lets the planner use the
+# partial jobs_line. Ready rows are available (due delayed jobs were promoted first).
+_TAKEABLE = """
+queue = :queue AND state IN ('ready', 'leased') AND (state = 'ready' OR lease_until <= :now)"""
+
+# What a read counts as waiting without promoting: due delayed jobs (jobs_delayed, a range).
+_DUE_DELAYED = "queue = :queue AND state = 'delayed' AND available_at <= :now"
+
+# jobs_line, walked in take order: up to :n takeable jobs get a fresh lease token.
+# RETURNING order is unspecified; the caller sorts by (priority, available_at, id).
 CLAIM = f"""
 UPDATE jobs
 SET state = 'leased',
     lease_token = lower(hex(randomblob(16))),
     lease_until = :now + :lease_ms,
     attempts = attempts + 1
-WHERE id IN (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, id LIMIT :n)
-RETURNING id, priority, data, lease_token, attempts"""
+WHERE id IN (
+    SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT :n
+)
+RETURNING id, priority, available_at, data, lease_token, attempts"""
 
-# jobs_claim: the first takeable job, removed without a lease (remove_on_complete=True).
+# jobs_line: the first takeable job, removed without a lease (remove_on_complete=True).
 TAKE_DELETE = f"""
 DELETE FROM jobs
-WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, id LIMIT 1)
+WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT 1)
 RETURNING data"""
 
-# jobs_claim: the first takeable job, kept as done without a lease (remove_on_complete=False).
+# jobs_line: the first takeable job, kept as done without a lease (remove_on_complete=False).
 TAKE_DONE = f"""
 UPDATE jobs
 SET state = 'done', lease_token = NULL, lease_until = NULL,
     attempts = attempts + 1, finished_at = :now
-WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, id LIMIT 1)
+WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT 1)
 RETURNING data"""
 
 # jobs_lease. A lease that has run out is refused even before another take replaced its token.
@@ -283,16 +416,34 @@ WHERE {_LIVE_LEASE}"""
 # jobs_lease.
 EXTEND_LEASE = f"UPDATE jobs SET lease_until = :now + :lease_ms WHERE {_LIVE_LEASE}"
 
-# jobs_claim (covering: no table row is read).
-COUNT_TAKEABLE = f"SELECT count(*) FROM jobs WHERE {_TAKEABLE}"
+# jobs_lease for the row; the rowid b-tree for max(id). The job gets a new id, larger than
+# every stored row's, so it goes behind the jobs already waiting even at the same millisecond;
+# it keeps its priority and attempts. :delay_ms > 0 makes it delayed, else ready now.
+NACK = f"""
+UPDATE jobs
+SET id = (SELECT max(id) FROM jobs) + 1,
+    state = CASE WHEN :delay_ms > 0 THEN 'delayed' ELSE 'ready' END,
+    lease_token = NULL, lease_until = NULL,
+    available_at = :now + :delay_ms
+WHERE {_LIVE_LEASE}"""
 
-# queues primary key for the ready jobs; jobs_expiry for the expired leases, a range
-# stopping after :capacity. What a take would get, as COUNT_TAKEABLE counts it, except
-# that a ready job counts even if its available_at is still ahead (none is, today).
+# jobs_line and jobs_delayed, two ranges (covering: no table row is read).
+COUNT_TAKEABLE = f"""
+SELECT (SELECT count(*) FROM jobs WHERE {_TAKEABLE})
+     + (SELECT count(*) FROM jobs WHERE {_DUE_DELAYED})"""
+
+# queues primary key for the ready jobs; jobs_expiry for the expired leases and jobs_delayed
+# for the due delayed jobs, ranges stopping after :capacity. What a take would get, as
+# COUNT_TAKEABLE counts it.
 COUNT_WAITING = """
 SELECT (SELECT ready FROM queues WHERE name = :queue) + (
     SELECT count(*) FROM (
         SELECT 1 FROM jobs WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
+        LIMIT :capacity
+    )
+) + (
+    SELECT count(*) FROM (
+        SELECT 1 FROM jobs WHERE queue = :queue AND state = 'delayed' AND available_at <= :now
         LIMIT :capacity
     )
 )"""
@@ -301,10 +452,17 @@ SELECT (SELECT ready FROM queues WHERE name = :queue) + (
 JOB_ID_STORED = """
 SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'"""
 
-# jobs_claim, in take order.
-VALUES_TAKEABLE = f"SELECT data FROM jobs WHERE {_TAKEABLE} ORDER BY priority, id"
+# jobs_line and jobs_delayed, merged and sorted in take order.
+VALUES_TAKEABLE = f"""
+SELECT data FROM (
+    SELECT priority, available_at, id, data FROM jobs WHERE {_TAKEABLE}
+    UNION ALL
+    SELECT priority, available_at, id, data FROM jobs WHERE {_DUE_DELAYED}
+)
+ORDER BY priority, available_at, id"""
 
-# jobs_claim. Leased jobs stay, so that their workers can still acknowledge them.
+# jobs_line. Leased jobs stay, so that their workers can still acknowledge them; run after
+# PROMOTE_DUE, so due delayed jobs go too and the others stay delayed.
 PURGE_TAKEABLE = f"DELETE FROM jobs WHERE {_TAKEABLE}"
 
 # queues primary key.
@@ -321,6 +479,78 @@ PRUNE_DONE_OLDEST = """
 DELETE FROM jobs WHERE id IN (
     SELECT id FROM jobs WHERE queue = :queue AND state = 'done'
     ORDER BY finished_at, id LIMIT :excess
+)"""
+
+# One statement, so one snapshot. Each part reads one index range, covering (no table row):
+# the line part jobs_line (the queue's ready and leased jobs), the delayed part jobs_delayed
+# (the queue's delayed jobs), dead the queues primary key. Times in ms; NULL minima: none.
+STATS = """
+SELECT line.waiting, line.in_flight, line.oldest,
+       delayed.due, delayed.later, delayed.oldest,
+       (SELECT dead FROM queues WHERE name = :queue)
+FROM (
+    SELECT total(state = 'ready' OR lease_until <= :now) AS waiting,
+           total(state = 'leased' AND lease_until > :now) AS in_flight,
+           min(CASE WHEN state = 'ready' OR lease_until <= :now THEN available_at END) AS oldest
+    FROM jobs WHERE queue = :queue AND state IN ('ready', 'leased')
+) AS line, (
+    SELECT total(available_at <= :now) AS due,
+           total(available_at > :now) AS later,
+           min(CASE WHEN available_at <= :now THEN available_at END) AS oldest
+    FROM jobs WHERE queue = :queue AND state = 'delayed'
+) AS delayed"""
+
+# --- dead letters --------------------------------------------------------------------------------
+
+# jobs_lease: the leased job leaves the queue; the caller shelves what it returns.
+DEAD_LETTER = f"""
+DELETE FROM jobs WHERE {_LIVE_LEASE}
+RETURNING priority, data, job_id, attempts"""
+
+# No index read: a plain insert.
+ADD_DEAD_LETTER = """
+INSERT INTO dead_letters (queue, priority, data, job_id, attempts, error, dead_at)
+VALUES (:queue, :priority, :data, :job_id, :attempts, :error, :now)"""
+
+# queues primary key.
+DEAD_COUNT = "SELECT dead FROM queues WHERE name = :queue"
+# queues primary key.
+ADD_DEAD = "UPDATE queues SET dead = dead + :delta WHERE name = :queue"
+
+# dead_letters_age, a range from the oldest: dead letters shelved before :cutoff.
+PRUNE_DEAD_BY_AGE = "DELETE FROM dead_letters WHERE queue = :queue AND dead_at < :cutoff"
+
+# dead_letters_age, from the oldest: the :excess oldest dead letters.
+PRUNE_DEAD_OLDEST = """
+DELETE FROM dead_letters WHERE id IN (
+    SELECT id FROM dead_letters WHERE queue = :queue ORDER BY dead_at, id LIMIT :excess
+)"""
+
+# dead_letters_age, oldest first.
+LIST_DEAD = """
+SELECT id, data, attempts, error, dead_at FROM dead_letters
+WHERE queue = :queue ORDER BY dead_at, id LIMIT :limit"""
+
+# dead_letters primary key; the queue is checked, so a key of another queue is unknown here.
+DELETE_DEAD = """
+DELETE FROM dead_letters WHERE id = :key AND queue = :queue
+RETURNING id, dead_at, priority, data, job_id"""
+
+# dead_letters_age: every dead letter of the queue (the caller sorts, oldest first).
+DELETE_DEAD_ALL = """
+DELETE FROM dead_letters WHERE queue = :queue
+RETURNING id, dead_at, priority, data, job_id"""
+
+# jobs_dedup for the test: the job gets its job id back unless a stored job holds it
+# meanwhile (then it is stored without one). A new row: end of its priority's line, now.
+REQUEUE_DEAD = """
+INSERT INTO jobs (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
+VALUES (
+    :queue, :priority, :data,
+    CASE WHEN EXISTS (
+        SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'
+    ) THEN NULL ELSE :job_id END,
+    'ready', 0, :now, :now
 )"""
 
 # --- connection settings ---------------------------------------------------------------------

@@ -13,6 +13,7 @@ __all__ = [
     "ForeignDatabaseError",
     "NotADatabaseError",
     "QueueKindError",
+    "QueueNotFoundError",
     "RefusedDatabaseError",
     "SchemaVersionError",
     "SqliteqError",
@@ -65,6 +66,18 @@ class QueueKindError(SqliteqError):
             f"sqliteq: queue {queue!r} in {path} is a {_KIND_NAMES[stored]} queue, not a "
             f"{_KIND_NAMES[requested]} queue; open it with {opener} "
             f"(or its distributed variant), or use another name"
+        )
+
+
+class QueueNotFoundError(SqliteqError, LookupError):
+    """``open_queue`` was given a name that no queue in the file has."""
+
+    def __init__(self, path: str, queue: str) -> None:
+        self.path = path
+        self.queue = queue
+        super().__init__(
+            f"sqliteq: no queue named {queue!r} in {path}; create it with new_queue() or "
+            f"new_priority_queue() first (list_queues() shows the names)"
         )
 
 

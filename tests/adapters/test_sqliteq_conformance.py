@@ -9,15 +9,15 @@ from typing import Any, ClassVar
 import pytest
 
 import sqliteq
-from varmq.protocols import ICapacitySetter
-from varmq.testing.conformance import DEFAULT_EXTENSIONS, QueueConformance, StorageHarness
+from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance, StorageHarness
 
 
 class SqliteqHarness:
     """Queues in one file; ``advance`` moves the clock that sqliteq stores deadlines with.
 
     Each queue object gets its own ``Queues`` (its own connection), as separate processes
-    would have; they share the clock.
+    would have; they share the clock. ``options`` (``dead_letter_limit``,
+    ``dead_letter_max_age``) go to the queue.
     """
 
     def __init__(self, path: Path) -> None:
@@ -29,7 +29,13 @@ class SqliteqHarness:
         return self.now
 
     def new_queue(
-        self, name: str, *, priority: bool, distributed: bool, visibility_timeout: float
+        self,
+        name: str,
+        *,
+        priority: bool,
+        distributed: bool,
+        visibility_timeout: float,
+        **options: Any,
     ) -> Any:
         queues = sqliteq.new(self.path, clock=self.clock)
         self.opened.append(queues)
@@ -39,7 +45,7 @@ class SqliteqHarness:
             (False, True): queues.new_distributed_queue,
             (True, True): queues.new_distributed_priority_queue,
         }[priority, distributed]
-        return opener(name, visibility_timeout=visibility_timeout)
+        return opener(name, visibility_timeout=visibility_timeout, **options)
 
     def advance(self, seconds: float) -> None:
         self.now += round(seconds * 1000)
@@ -50,9 +56,9 @@ class SqliteqHarness:
 
 
 class TestSqliteqConformance(QueueConformance):
-    """sqliteq claims the default extensions and ICapacitySetter, not yet the retry ones."""
+    """sqliteq claims every extension: capacity, delays, nacks, dead letters and stats."""
 
-    extensions: ClassVar[tuple[type, ...]] = (*DEFAULT_EXTENSIONS, ICapacitySetter)
+    extensions: ClassVar[tuple[type, ...]] = ALL_EXTENSIONS
 
     @pytest.fixture
     def harness(self, tmp_path: Path) -> Iterator[StorageHarness]:

@@ -1,0 +1,160 @@
+"""The dead-letter shelf of a queue: shelving a leased job, listing, requeueing, purging.
+
+A mixin of :class:`~sqliteq._queue.StoredQueue`: each method is one transaction of statements
+from :mod:`sqliteq._sql` (a read for listing). Dead letters live in their own table, so they
+never slow down a take and never hold a job id. Retention is bounded by count and age, pruned
+in the transaction that adds a dead letter; the count is kept in ``queues.dead``, so pruning
+costs O(letters dropped), not O(letters kept).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from . import _sql
+from ._database import Database
+
+__all__ = ["DEAD_LETTER_LIMIT", "DEAD_LETTER_MAX_AGE", "DeadLetterShelf"]
+
+DEAD_LETTER_LIMIT = 10_000
+"""Default ``dead_letter_limit``: dead letters kept per queue; the oldest beyond it are dropped."""
+DEAD_LETTER_MAX_AGE = 604_800.0
+"""Default ``dead_letter_max_age``: seconds a dead letter is kept (7 days)."""
+
+
+class DeadLetterShelf:
+    """``IDeadLetterable`` over the ``dead_letters`` table, for one queue name."""
+
+    # Set by StoredQueue.__init__.
+    _db: Database
+    _name: str
+    _closed: bool
+    _dead_letter_limit: int
+    _dead_letter_max_age_ms: int
+
+    def dead_letter(self, ack_id: str, error: str) -> bool:
+        """Move the job leased under ``ack_id`` to the dead letters, recording ``error``.
+
+        Fenced like ``acknowledge``: ``False`` when the lease is unknown, expired or taken
+        over. In the same transaction, drops the queue's dead letters older than this object's
+        ``dead_letter_max_age`` and the oldest beyond its ``dead_letter_limit``. Works after
+        ``close()``, like ``acknowledge``.
+        """
+        if not isinstance(ack_id, str):
+            return False
+        text = str(error)
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            params = {"token": ack_id, "queue": self._name, "now": now}
+            row = conn.execute(_sql.DEAD_LETTER, params).fetchone()
+            if row is None:
+                return False
+            priority, data, job_id, attempts = row
+            letter = {"priority": priority, "data": data, "job_id": job_id, "attempts": attempts}
+            conn.execute(_sql.ADD_DEAD_LETTER, {**params, **letter, "error": text})
+            self._prune_dead(conn, now)
+            return True
+
+        return self._db.write("dead_letter", body, False)
+
+    def _prune_dead(self, conn: sqlite3.Connection, now: int) -> None:
+        """Count the letter just added and drop those beyond the retention bounds."""
+        queue = {"queue": self._name}
+        before = int(conn.execute(_sql.DEAD_COUNT, queue).fetchone()[0])
+        kept = before + 1
+        cutoff = now - self._dead_letter_max_age_ms
+        kept -= conn.execute(_sql.PRUNE_DEAD_BY_AGE, {**queue, "cutoff": cutoff}).rowcount
+        excess = kept - self._dead_letter_limit
+        if excess > 0:
+            kept -= conn.execute(_sql.PRUNE_DEAD_OLDEST, {**queue, "excess": excess}).rowcount
+        conn.execute(_sql.ADD_DEAD, {**queue, "delta": kept - before})
+
+    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Up to ``limit`` dead letters of this queue, oldest first.
+
+        Each is ``{"key", "item", "attempts", "error", "dead_at"}``: ``key`` for
+        :meth:`requeue_dead`, ``dead_at`` in Unix seconds (the adapter clock).
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(
+                f"sqliteq: queue {self._name!r} in {self._db.path}: limit={limit!r}; "
+                f"expected an int >= 0"
+            )
+
+        def body(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
+            rows = conn.execute(_sql.LIST_DEAD, {"queue": self._name, "limit": limit})
+            return [
+                {
+                    "key": str(key),
+                    "item": bytes(data),
+                    "attempts": int(attempts),
+                    "error": str(error),
+                    "dead_at": dead_at / 1000.0,
+                }
+                for key, data, attempts, error, dead_at in rows
+            ]
+
+        return self._db.read("dead_letters", body, [])
+
+    def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
+        """Put the dead letters ``keys`` (all when ``None``) back in line; how many.
+
+        Each becomes a new job at the end of its priority's line, available now, with its
+        delivery count reset (the next take is attempt 1) and its job id back unless another
+        stored job holds it meanwhile. Unknown keys, and keys of other queues, are ignored.
+        Given keys are requeued in the order given; all of them, oldest first. ``0`` once this
+        object is closed.
+        """
+        if isinstance(keys, (str, bytes)):
+            raise TypeError(
+                f"sqliteq: queue {self._name!r}: keys must be a list of keys, not one string"
+            )
+        if self._closed:
+            return 0
+        wanted = None if keys is None else list(dict.fromkeys(_key_ids(keys)))
+
+        def body(conn: sqlite3.Connection, now: int) -> int:
+            queue = {"queue": self._name}
+            if wanted is None:
+                rows = conn.execute(_sql.DELETE_DEAD_ALL, queue).fetchall()
+                rows.sort(key=lambda row: (row[1], row[0]))  # oldest first
+            else:
+                rows = []
+                for key in wanted:
+                    row = conn.execute(_sql.DELETE_DEAD, {**queue, "key": key}).fetchone()
+                    if row is not None:
+                        rows.append(row)
+            for _, _, priority, data, job_id in rows:
+                job = {"priority": priority, "data": data, "job_id": job_id, "now": now}
+                conn.execute(_sql.REQUEUE_DEAD, {**queue, **job})
+            if rows:
+                conn.execute(_sql.ADD_DEAD, {**queue, "delta": -len(rows)})
+                conn.execute(_sql.BUMP_ENQUEUED, queue)
+            return len(rows)
+
+        return self._db.write("requeue_dead", body, 0)
+
+    def purge_dead(self) -> int:
+        """Delete every dead letter of this queue; how many. ``0`` once this object is closed."""
+        if self._closed:
+            return 0
+
+        def body(conn: sqlite3.Connection, now: int) -> int:
+            queue = {"queue": self._name}
+            count = len(conn.execute(_sql.DELETE_DEAD_ALL, queue).fetchall())
+            if count:
+                conn.execute(_sql.ADD_DEAD, {**queue, "delta": -count})
+            return count
+
+        return self._db.write("purge_dead", body, 0)
+
+
+def _key_ids(keys: Sequence[str]) -> list[int]:
+    """The row ids that ``keys`` name; anything that is not a key of ours is left out."""
+    ids = []
+    for key in keys:
+        if isinstance(key, str) and key.isascii() and key.isdigit() and len(key) < 19:
+            ids.append(int(key))  # under 19 digits: within SQLite's 64-bit integers
+    return ids
