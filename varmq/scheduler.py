@@ -8,9 +8,11 @@ job: a thread takes for itself, so a job costs no thread hand-off.
 
 Everything below the lock line is guarded by ``Scheduler.lock``. Its invariants:
 
-- ``in_flight`` = jobs running + jobs taken from storage and waiting in a source's buffer
-  (``buffered``) + slots reserved for a storage take under way (``reserved``);
+- ``in_flight`` = jobs running + slots reserved for a storage take under way (``reserved``);
   ``in_flight <= concurrency`` except briefly after ``tune_pool`` lowered it.
+- ``buffered`` = jobs taken from storage and not started yet, waiting in their source's
+  buffer for a free slot; at most ``prefetch`` beyond the slots free at the take. They run
+  in every state (their leases are renewed meanwhile): Paused and Stopped wait for them.
 - a parked slot is in ``idle`` exactly when its park lock is held and nobody released it.
 """
 
@@ -89,6 +91,7 @@ class Scheduler:
         min_idle_ratio: int,
         poll_interval: float,
         decode: Decode | None,
+        prefetch: int | None = None,
     ) -> None:
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
@@ -98,6 +101,8 @@ class Scheduler:
         self.min_idle_ratio = min_idle_ratio
         self.poll_interval = poll_interval
         self.decode = decode
+        # Jobs a storage take may fetch beyond the free slots (None: the concurrency).
+        self.prefetch = prefetch
         # -- guarded by lock --
         self.state = State.INITIATED
         self.concurrency = concurrency
@@ -132,7 +137,7 @@ class Scheduler:
     def status(self) -> Status:
         state = self.state
         if state is State.ACTIVE:
-            return Status.RUNNING if self.in_flight > 0 else Status.IDLE
+            return Status.RUNNING if self.in_flight or self.buffered else Status.IDLE
         return _STATUS_OF[state]
 
     def state_error(self) -> errors.VarMQError:
@@ -147,6 +152,7 @@ class Scheduler:
             self.sources.sort(key=lambda s: (s.rank, s.index))
             if isinstance(source, StorageSource):
                 self.storage_sources.append(source)
+                source.on_settled = self.acks_settled
             # Binding always wakes the worker: jobs already stored start without another signal.
             self.wake_locked()
             self.changed.notify_all()
@@ -202,11 +208,12 @@ class Scheduler:
         ``(RETIRE, None)``. ``retire_idle`` is False for the async runner, whose single
         dispatcher never retires while the worker lives.
         """
-        if self.buffered:
+        if self.buffered and self.in_flight < self.concurrency:
             # Taken jobs run in every state: their lease is ticking.
             for source in self.storage_sources:
                 if source.buffer:
                     self.buffered -= 1
+                    self.in_flight += 1
                     return RUN, source.buffer.popleft()
         if self.state is State.ACTIVE:
             usable: Callable[[Source], bool] = _always
@@ -243,13 +250,17 @@ class Scheduler:
                     return RUN, job
                 assert isinstance(picked, StorageSource)
                 source = picked
-                free = self.concurrency - self.in_flight
-                n = free if source.batched else 1
+                n = 1
+                if source.batched:
+                    # Every free slot, plus a prefetch so that one round trip feeds the slots
+                    # that free up while these jobs run.
+                    limit = self.concurrency if self.prefetch is None else self.prefetch
+                    n = self.concurrency - self.in_flight + max(limit - self.buffered, 0)
                 # One take at a time per source; a signal during the take sets it again.
                 source.taking = True
                 source.maybe_ready = False
-                self.in_flight += n
-                self.reserved += n
+                self.in_flight += 1  # the taker's own slot
+                self.reserved += 1
                 return TAKE, (source, n)
         if self.state is State.STOPPING or self.state is State.STOPPED:
             return RETIRE, None
@@ -260,13 +271,13 @@ class Scheduler:
     def taken_locked(
         self, source: StorageSource, n: int, delivered: int, jobs: list[StorageJob]
     ) -> StorageJob | None:
-        """Account a storage take of ``n`` reserved slots; returns the job for the taker.
+        """Account a storage take of up to ``n`` jobs; returns the job for the taker's slot.
 
         ``delivered`` counts what the storage handed out (undecodable items included): a
-        full batch means more may be waiting. The other jobs wait in the source's buffer,
-        each holding its slot, and a slot is woken for each.
+        full batch means more may be waiting. The other jobs wait in the source's buffer and
+        a slot is woken for each one a free slot can run now.
         """
-        self.reserved -= n
+        self.reserved -= 1
         source.taking = False
         if source.retry_at:
             source.maybe_ready = True  # retried once the back-off is over
@@ -275,9 +286,9 @@ class Scheduler:
         elif not source.maybe_ready:
             # Short take and no signal since it began: empty until polled or signalled.
             source.empty_since = time.monotonic()
-        # The taker steps again right after this: nobody else needs waking for these slots.
-        self.release_locked(n - len(jobs), wake=False)
         if not jobs:
+            # The taker steps again right after this: nobody else needs waking.
+            self.release_locked(1, wake=False)
             return None
         source.running += len(jobs)
         self.on_taken(jobs)
@@ -285,7 +296,7 @@ class Scheduler:
         if rest:
             source.buffer.extend(rest)
             self.buffered += len(rest)
-            for _ in rest:
+            for _ in range(min(len(rest), self.concurrency - self.in_flight)):
                 self.wake_one_locked()
         return first
 
@@ -314,21 +325,37 @@ class Scheduler:
         if n <= 0:
             return
         self.in_flight -= n
-        if self.in_flight == 0:
+        if self.in_flight == 0 and not self.buffered:
             if self.state is State.PAUSING:
                 self.state = State.PAUSED
             self.check_stopped_locked()
             if self.waiters:
                 self.changed.notify_all()
-        if wake and self.state is State.ACTIVE and self.waking == 0:
-            self.wake_locked()
+        if wake and self.waking == 0:
+            if self.state is State.ACTIVE:
+                self.wake_locked()
+            elif self.buffered:
+                self.wake_one_locked()  # paused or stopping: taken jobs still run
+
+    def acks_settled(self) -> None:
+        """Deferred acknowledgements were sent: a stopping worker may now be stopped."""
+        with self.lock:
+            self.check_stopped_locked()
+            if self.waiters:
+                self.changed.notify_all()
 
     def retire_locked(self) -> None:
         self.threads -= 1
         self.check_stopped_locked()
 
     def check_stopped_locked(self) -> None:
-        if self.state is State.STOPPING and self.in_flight == 0 and self.threads == 0:
+        if (
+            self.state is State.STOPPING
+            and self.in_flight == 0
+            and self.buffered == 0
+            and self.threads == 0
+            and not any(source.unacked for source in self.storage_sources)
+        ):
             self.state = State.STOPPED
             self.changed.notify_all()
             self.on_stopped()
@@ -347,7 +374,8 @@ class Scheduler:
         with self.lock:
             state = self.state
             if state is State.ACTIVE:
-                self.state = State.PAUSING if self.in_flight else State.PAUSED
+                busy = self.in_flight or self.buffered
+                self.state = State.PAUSING if busy else State.PAUSED
                 self.changed.notify_all()
             elif state in (State.PAUSING, State.PAUSED):
                 return
@@ -423,6 +451,9 @@ class Scheduler:
                 finally:
                     self.waiters -= 1
             return True
+
+    def acks_pending(self) -> bool:
+        return any(source.unacked for source in self.storage_sources)
 
     def queues_empty_locked(self) -> bool:
         return all(source.waiting() == 0 for source in self.sources)

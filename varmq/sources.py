@@ -36,6 +36,10 @@ __all__ = ["MemorySource", "Source", "StorageJob", "StorageSource"]
 Report = Callable[[BaseException], None]
 Decode = Callable[[Any], Any]
 
+def _nothing() -> None:
+    return None
+
+
 # Back-off after a failed take starts here and doubles up to the poll interval.
 _FIRST_BACKOFF = 0.01
 
@@ -194,12 +198,14 @@ class StorageSource(Source):
         #: Monotonic time at which a job this process delayed or gave back becomes due
         #: (0: none); the timer makes the source takeable again then, without a poll.
         self.wake_at = 0.0
-        # Group commit of acknowledgements: the holder of _flush_lock sends every ack id
-        # queued so far in one acknowledge_many call; the others find their result ready.
-        self._flush_lock = threading.Lock()
+        # Guards _ack_queue, _flushing and unacked: the pending batch of acknowledgements
+        # and whether a thread is sending batches now (see ack()).
         self._ack_lock = threading.Lock()
-        self._ack_queue: list[str] = []
-        self._ack_results: dict[str, bool | BaseException] = {}
+        self._ack_queue: list[StorageJob] = []
+        self._flushing = False
+        self.unacked = 0
+        #: Called after a flush emptied the pending batch (set by the scheduler).
+        self.on_settled: Callable[[], None] = _nothing
 
     # -- selection ----------------------------------------------------------------------
 
@@ -284,43 +290,59 @@ class StorageSource(Source):
     # -- finishing ------------------------------------------------------------------------
 
     def ack(self, job: StorageJob) -> None:
-        """Acknowledge a finished job; failures are reported as AcknowledgeJobError."""
+        """Acknowledge a finished job; failures are reported as AcknowledgeJobError.
+
+        With ``acknowledge_many``, acknowledgements are group-committed without making
+        anyone wait: the job's id joins the pending batch, and the first thread that finds
+        no flush under way sends every pending id, batch after batch, until none is left.
+        The others go straight on to their next job. ``unacked`` counts ids not yet sent; a
+        stopping worker is not stopped before it is 0.
+        """
         if not job.ack_id or not self.acked:
             return
-        if self._multi_ack:
-            outcome = self._ack_grouped(job.ack_id)
-        else:
+        if not self._multi_ack:
             try:
-                outcome = bool(self.storage.acknowledge(job.ack_id))
+                outcome: bool | BaseException = bool(self.storage.acknowledge(job.ack_id))
             except Exception as exc:
                 outcome = exc
+            self._settle(job, outcome)
+            return
+        with self._ack_lock:
+            self._ack_queue.append(job)
+            self.unacked += 1
+            if self._flushing:
+                return
+            self._flushing = True
+        while True:
+            with self._ack_lock:
+                batch, self._ack_queue = self._ack_queue, []
+                if not batch:
+                    self._flushing = False
+                    break
+            self._flush(batch)
+            with self._ack_lock:
+                self.unacked -= len(batch)
+        self.on_settled()
+
+    def _flush(self, batch: list[StorageJob]) -> None:
+        try:
+            results: list[bool | BaseException] = [
+                bool(r) for r in self.storage.acknowledge_many([j.ack_id for j in batch])
+            ]
+            if len(results) != len(batch):
+                raise RuntimeError(
+                    f"acknowledge_many returned {len(results)} results for {len(batch)} ids"
+                )
+        except Exception as exc:
+            results = [exc] * len(batch)
+        for job, outcome in zip(batch, results, strict=True):
+            self._settle(job, outcome)
+
+    def _settle(self, job: StorageJob, outcome: bool | BaseException) -> None:
         if outcome is True:
             return
         cause = outcome if isinstance(outcome, BaseException) else None
         self._report(AcknowledgeJobError(job.id, job.ack_id, cause))
-
-    def _ack_grouped(self, ack_id: str) -> bool | BaseException:
-        with self._ack_lock:
-            self._ack_queue.append(ack_id)
-        with self._flush_lock:
-            with self._ack_lock:
-                if ack_id in self._ack_results:
-                    return self._ack_results.pop(ack_id)
-                batch, self._ack_queue = self._ack_queue, []
-            try:
-                results: list[bool | BaseException] = [
-                    bool(r) for r in self.storage.acknowledge_many(batch)
-                ]
-                if len(results) != len(batch):
-                    raise RuntimeError(
-                        f"acknowledge_many returned {len(results)} results for {len(batch)} ids"
-                    )
-            except Exception as exc:
-                results = [exc] * len(batch)
-            with self._ack_lock:
-                for other, result in zip(batch, results, strict=True):
-                    self._ack_results[other] = result
-                return self._ack_results.pop(ack_id)
 
     def retry(self, job: StorageJob, delay: float) -> bool:
         """Give the job back to be taken again after ``delay`` seconds (a nack)."""

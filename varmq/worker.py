@@ -91,6 +91,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         stopped_retention: float = 60.0,
         retry: Retry | None = None,
         poison_limit: int = 5,
+        prefetch: int | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"job function must be callable, got {type(fn).__name__}")
@@ -117,6 +118,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
             min_idle_ratio=min(max(int(min_idle_worker_ratio), 1), 100),
             poll_interval=float(poll_interval),
             decode=payload_decoder,
+            prefetch=None if prefetch is None else max(0, prefetch),
         )
         label = self._name or f"worker@{id(self):x}"
         self._label = label
@@ -267,7 +269,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
             state = sched.state
             if state is State.INITIATED:
                 return True
-            if sched.in_flight:
+            if sched.in_flight or sched.buffered or sched.acks_pending():
                 return False
             return state is not State.ACTIVE or sched.queues_empty_locked()
 
@@ -380,7 +382,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         """Jobs running now."""
         sched = self._sched
         with sched.lock:
-            return sched.in_flight - sched.buffered - sched.reserved
+            return sched.in_flight - sched.reserved
 
     @property
     def num_concurrency(self) -> int:

@@ -279,7 +279,9 @@ def test_num_pending_counts_stored_jobs_and_jobs_taken_but_not_started(storage, 
     handle = worker.with_persistent_queue(q)
     assert started.acquire(timeout=WAIT) and started.acquire(timeout=WAIT)
     assert worker.num_processing == 2
-    assert worker.num_pending == 3 == len(handle)
+    # Two run; the take also prefetched two (concurrency 2), which wait leased, not started.
+    assert worker.num_pending == 3
+    assert len(handle) == 1
     gate.set()
     assert worker.wait(WAIT)
     assert worker.num_pending == 0
@@ -298,7 +300,10 @@ def test_metrics_count_this_process_and_completed_can_exceed_submitted(storage, 
     assert worker.metrics.completed == 2
 
 
-def test_pause_right_after_a_batch_take_still_runs_every_taken_job(storage, workers) -> None:
+@pytest.mark.parametrize("prefetch", [0, None])
+def test_pause_right_after_a_batch_take_still_runs_every_taken_job(
+    storage, workers, prefetch
+) -> None:
     q = storage.new_queue("q")
     gate = threading.Event()
     ran: list[int] = []
@@ -309,21 +314,22 @@ def test_pause_right_after_a_batch_take_still_runs_every_taken_job(storage, work
         with lock:
             ran.append(job.data)
 
-    worker = varmq.new_worker(held, 4, auto_run=False)
+    worker = varmq.new_worker(held, 4, auto_run=False, prefetch=prefetch)
     workers.append(worker)
     handle = worker.with_persistent_queue(q)
     for i in range(10):
         assert handle.add(i)
     worker.start()
     deadline = time.monotonic() + WAIT
-    while worker.num_pending > 6 and time.monotonic() < deadline:
+    while worker.num_processing < 4 and time.monotonic() < deadline:
         time.sleep(0.01)
     worker.pause()
     gate.set()
     assert worker.wait_until_paused(WAIT)
     # Every job taken from storage ran and was acknowledged; the rest wait in storage.
-    assert len(ran) == 4
-    assert len(q) == 6
+    taken = 4 if prefetch == 0 else 8  # with the default prefetch, as many again
+    assert len(ran) == taken
+    assert len(q) == 10 - taken
     assert storage.new_queue("q").dequeue_with_ack_id() is not None  # the rest is takeable
 
 
