@@ -84,14 +84,20 @@ class ThreadRunner:
                 if not self._park(slot):
                     return
                 woken = True
+            tally: list[int] | None = None
+            if finished is not None:
+                # Closed before its slot is released: once a wait on the worker returns,
+                # every job that ran has its outcome on its handle.
+                _close(finished)
+                if sched.fast_source is not None:
+                    finished, tally = self._run_on(finished)
             with sched.lock:
                 if woken:
                     sched.waking -= 1
                     woken = False
+                if tally is not None:
+                    sched.count_locked(tally)
                 if finished is not None:
-                    # Closed before its slot is released: once a wait on the worker returns,
-                    # every job that ran has its outcome on its handle.
-                    _close(finished)
                     sched.finish_locked(finished[0], finished[3], wake=False)
                 kind, arg = sched.step_locked(True)
                 if kind == PARK:
@@ -111,6 +117,43 @@ class ThreadRunner:
                     finished = self._run(job)
             elif kind == RETIRE:
                 return
+
+    def _run_on(self, finished: Finished) -> tuple[Finished, list[int] | None]:
+        """Keep the slot and run the next jobs of the worker's one in-memory queue.
+
+        The common case (one built-in in-memory queue, active worker, a backlog) then costs
+        no scheduler lock per job: the queue's own take is atomic, the job's claim is under
+        the job's lock, and the slot simply passes from one job to the next. The outcomes
+        are tallied here and counted when the thread next takes the lock. Reading the state
+        without the lock is safe: the slot is still held, so a pause or stop waits for it.
+        """
+        sched = self._sched
+        source = sched.fast_source
+        tally: list[int] | None = None
+        while (
+            source is not None
+            and sched.state is State.ACTIVE
+            and sched.in_flight <= sched.concurrency
+        ):
+            job = source.storage.dequeue()
+            if job is None:
+                break
+            if not job._claim():
+                continue  # cancelled while it waited
+            job._origin = source
+            if tally is None:
+                tally = [0, 0, 0, 0]
+            tally[finished[3]] += 1
+            if sched.idle and sched.waking == 0 and len(source.storage):
+                with sched.lock:
+                    sched.wake_locked()
+                    spawns = sched.take_spawns_locked()
+                if spawns:
+                    self.spawn(spawns)
+            finished = self._run(job)
+            _close(finished)
+            source = sched.fast_source
+        return finished, tally
 
     def _take(self, source: StorageSource, n: int) -> StorageJob | None:
         sched = self._sched
@@ -253,8 +296,8 @@ class AsyncRunner:
             )
         else:
             outcome = self._after_run(job, error)
+        _close((job, value, error, outcome))
         with sched.lock:
-            _close((job, value, error, outcome))
             sched.finish_locked(job, outcome)
             if sched.in_flight == 0 and sched.state is State.STOPPING:
                 self._wake_dispatcher_locked()

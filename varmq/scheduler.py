@@ -26,6 +26,7 @@ from typing import Any
 
 from . import errors
 from .metrics import Metrics
+from .queues import MemoryPriorityQueue, MemoryQueue
 from .sources import MemorySource, Source, StorageJob, StorageSource
 from .strategies import Strategy, pick
 
@@ -114,6 +115,9 @@ class Scheduler:
         self.idle: list[Slot] = []
         self.sources: list[Source] = []
         self.storage_sources: list[StorageSource] = []
+        # The one source, when it is the worker's only one and a built-in in-memory queue:
+        # threads then take from it without the lock (see ThreadRunner._run_on).
+        self.fast_source: MemorySource | None = None
         self.cursor = -1
         self.spawns = 0
         self.generation = 0
@@ -153,6 +157,12 @@ class Scheduler:
             if isinstance(source, StorageSource):
                 self.storage_sources.append(source)
                 source.on_settled = self.acks_settled
+            only = self.sources[0] if len(self.sources) == 1 else None
+            self.fast_source = (
+                only
+                if isinstance(only, MemorySource) and type(only.storage) in _ATOMIC_QUEUES
+                else None
+            )
             # Binding always wakes the worker: jobs already stored start without another signal.
             self.wake_locked()
             self.changed.notify_all()
@@ -299,6 +309,16 @@ class Scheduler:
             for _ in range(min(len(rest), self.concurrency - self.in_flight)):
                 self.wake_one_locked()
         return first
+
+    def count_locked(self, tally: list[int]) -> None:
+        """Count runs tallied outside the lock: ``tally[outcome]`` runs ended that way."""
+        metrics = self.metrics
+        ok, failed, retried, dead = tally
+        metrics.successful += ok
+        metrics.failed += failed + retried + dead
+        metrics.retried += retried
+        metrics.completed += ok + failed + dead
+        metrics.dead_lettered += dead
 
     def finish_locked(self, job: Any, outcome: int, wake: bool = True) -> None:
         """Account one run of ``job`` that ended with ``outcome`` (OK, FAILED, ...).
@@ -457,6 +477,10 @@ class Scheduler:
 
     def queues_empty_locked(self) -> bool:
         return all(source.waiting() == 0 for source in self.sources)
+
+
+# Built-in queues whose dequeue is atomic on its own, so threads may take without the lock.
+_ATOMIC_QUEUES = (MemoryQueue, MemoryPriorityQueue)
 
 
 def _always(source: Source) -> bool:
