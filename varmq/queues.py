@@ -8,11 +8,19 @@ objects) and are safe to use from any thread. No I/O here.
 from __future__ import annotations
 
 import heapq
+import itertools
+import sys
 import threading
 from collections import deque
 from typing import Any
 
 __all__ = ["MemoryPriorityQueue", "MemoryQueue"]
+
+# Sequence numbers stay below this, so a key orders by priority first.
+_SPAN = 1 << 40
+
+# Whether the GIL serialises C-level list operations (False on free-threaded builds).
+_GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 class MemoryQueue:
@@ -71,20 +79,24 @@ class MemoryQueue:
 class MemoryPriorityQueue:
     """A priority queue in process memory: lower numbers first, FIFO among equals.
 
-    Jobs of one priority wait in a FIFO bucket; a heap orders the priorities that have jobs.
-    Adding and taking cost O(1) plus O(log p) for p distinct priorities waiting, so the usual
-    handful of priority levels costs about what a FIFO queue does.
+    A binary heap of integer keys ``priority * 2**40 + sequence`` with the items in a dict by
+    key: ints compare fast in C and keys are unique, so items are never compared and equal
+    priorities keep insertion order. With the GIL, ``heappush``/``heappop`` of ints and a dict
+    store or pop each run in C without calling back into Python, so they cannot interleave;
+    an item is stored before its key is pushed, so whoever pops a key finds its item. Adding
+    and taking therefore need no lock, which keeps producers and the worker's threads from
+    convoying on one. Without the GIL (free-threaded builds), and for the capacity check, a
+    lock guards both.
     """
 
-    __slots__ = ("_buckets", "_capacity", "_closed", "_lock", "_priorities", "_size")
+    __slots__ = ("_capacity", "_closed", "_items", "_keys", "_lock", "_seq")
 
     def __init__(self, capacity: int = 0) -> None:
-        # Guards _buckets, _priorities and _size. Invariant: _priorities holds exactly the
-        # keys of _buckets, whose deques are never empty; _size is the sum of their lengths.
+        self._keys: list[int] = []
+        self._items: dict[int, Any] = {}
+        # Guards _keys and _items where their operations are not atomic by themselves.
         self._lock = threading.Lock()
-        self._buckets: dict[int, deque[Any]] = {}
-        self._priorities: list[int] = []
-        self._size = 0
+        self._seq = itertools.count()
         self._capacity = max(0, capacity)
         self._closed = False
 
@@ -96,46 +108,42 @@ class MemoryPriorityQueue:
         """Add ``item`` with ``priority``; ``False`` when closed or full."""
         if self._closed:
             return False
-        with self._lock:
-            if self._capacity and self._size >= self._capacity:
-                return False
-            bucket = self._buckets.get(priority)
-            if bucket is None:
-                self._buckets[priority] = deque((item,))
-                heapq.heappush(self._priorities, priority)
-            else:
-                bucket.append(item)
-            self._size += 1
+        key = priority * _SPAN + next(self._seq)
+        if self._capacity or not _GIL:
+            with self._lock:
+                if self._capacity and len(self._keys) >= self._capacity:
+                    return False
+                self._items[key] = item
+                heapq.heappush(self._keys, key)
+            return True
+        self._items[key] = item
+        heapq.heappush(self._keys, key)
         return True
 
     def dequeue(self) -> Any | None:
-        """Pop the oldest item of the lowest priority number, or ``None`` when empty."""
-        with self._lock:
-            if not self._size:
-                return None
-            priority = self._priorities[0]
-            bucket = self._buckets[priority]
-            item = bucket.popleft()
-            if not bucket:
-                heapq.heappop(self._priorities)
-                del self._buckets[priority]
-            self._size -= 1
-            return item
+        """Pop the item with the lowest priority number, or ``None`` when empty."""
+        try:
+            if _GIL:
+                return self._items.pop(heapq.heappop(self._keys))
+            with self._lock:
+                return self._items.pop(heapq.heappop(self._keys))
+        except IndexError:
+            return None
 
     def __len__(self) -> int:
-        return self._size
+        return len(self._keys)
 
     def values(self) -> list[Any]:
         """A snapshot of the waiting items in the order they would be taken."""
         with self._lock:
-            return [item for p in sorted(self._buckets) for item in self._buckets[p]]
+            entries = sorted(self._items.items())
+        return [item for _, item in entries]
 
     def purge(self) -> None:
         """Remove every waiting item."""
         with self._lock:
-            self._buckets.clear()
-            self._priorities.clear()
-            self._size = 0
+            self._keys.clear()
+            self._items.clear()
 
     def close(self) -> None:
         """Refuse further enqueues; waiting items stay and can still be taken."""
