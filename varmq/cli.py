@@ -100,6 +100,7 @@ def _refuse_blank_database(path: str) -> None:
 def _open_redis(url: str) -> Any:
     try:
         import redis
+
         import redisq
     except ImportError:
         raise CliError(
@@ -363,7 +364,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    # KEYs may come after --all (`requeue-dead URL Q --all k1`); argparse stops collecting
+    # positionals at the first option, so gather the rest here and let the command decide.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command != "requeue-dead" or any(e.startswith("-") for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.keys = [*args.keys, *extra]
     run: Callable[[argparse.Namespace, TextIO], int] = args.run
     try:
         return run(args, sys.stdout)
