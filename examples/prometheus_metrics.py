@@ -18,9 +18,9 @@ import urllib.request
 from pathlib import Path
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-import sqliteq
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
+import sqliteq
 import varmq
 from varmq.prometheus import VarmqCollector
 

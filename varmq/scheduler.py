@@ -250,11 +250,7 @@ class Scheduler:
                     if job is None:
                         continue
                     self.in_flight += 1
-                    if (
-                        self.waking == 0
-                        and self.in_flight < self.concurrency
-                        and picked.has_work()
-                    ):
+                    if self.waking == 0 and self.in_flight < self.concurrency and picked.has_work():
                         # More is waiting: pass the baton so load ramps up.
                         self.wake_one_locked()
                     return RUN, job

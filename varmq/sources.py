@@ -36,6 +36,7 @@ __all__ = ["MemorySource", "Source", "StorageJob", "StorageSource"]
 Report = Callable[[BaseException], None]
 Decode = Callable[[Any], Any]
 
+
 def _nothing() -> None:
     return None
 
@@ -60,7 +61,6 @@ class StorageJob(Job[Any]):
 
 class Source:
     """Common part of every bound queue: its storage, label and bind rank."""
-
 
     def __init__(self, storage: Any, label: str, rank: int, index: int) -> None:
         self.storage = storage
@@ -161,7 +161,6 @@ class MemorySource(Source):
 
 class StorageSource(Source):
     """A persistent or distributed queue: batch takes, leases, acknowledgement."""
-
 
     def __init__(
         self,

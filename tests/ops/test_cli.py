@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import redis
+
 import redisq
 import sqliteq
 
