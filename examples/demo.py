@@ -42,8 +42,9 @@ def consume(db: Path, log: Path) -> None:
     with log.open("a", buffering=1) as out:
 
         def work(job: varmq.Job[dict[str, int]]) -> None:
+            out.write(f"start {job.id}\n")
             time.sleep(0.002)  # pretend to do something
-            out.write(job.id + "\n")  # done: recorded before the acknowledgement
+            out.write(f"done {job.id}\n")  # recorded before the acknowledgement
 
         worker = varmq.new_worker(work, 4)
         worker.with_distributed_queue(queue)
@@ -54,11 +55,16 @@ def consume(db: Path, log: Path) -> None:
     queues.close()
 
 
-def done_ids(log: Path) -> list[str]:
+def ids(log: Path, word: str) -> list[str]:
     try:
-        return [line for line in log.read_text().splitlines() if line]
+        lines = log.read_text().splitlines()
     except FileNotFoundError:
         return []
+    return [line.split()[1] for line in lines if line.startswith(word + " ")]
+
+
+def done_ids(log: Path) -> list[str]:
+    return ids(log, "done")
 
 
 def spawn(*args: str) -> subprocess.Popen[bytes]:
@@ -95,7 +101,12 @@ def main() -> int:
         runs = Counter(done_ids(log_a)) + Counter(done_ids(log_b))
         missing = expected - set(runs)
         twice = sorted(job for job, n in runs.items() if n > 1)
+        interrupted = set(ids(log_a, "start")) - set(done_ids(log_a))
         print(f"consumer B finished the rest: {len(done_ids(log_b))} jobs")
+        print(
+            f"{len(interrupted)} jobs were running in A when it died; their leases ran out and "
+            f"B ran {len(interrupted & set(done_ids(log_b)))} of them"
+        )
         print(f"completed: {len(expected) - len(missing)} of {JOBS} job ids")
         print(f"run twice: {len(twice)} (finished by A but not yet acknowledged when it died)")
         print(f"lost: {len(missing)}")
