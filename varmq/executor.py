@@ -11,8 +11,8 @@ import asyncio
 import itertools
 import threading
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Executor, ThreadPoolExecutor
+from typing import Any, Protocol
 
 from .job import EnqueuedJob, Job
 from .scheduler import PARK, RETIRE, RETRIED, RUN, TAKE, Scheduler, Slot, State
@@ -20,10 +20,16 @@ from .sources import StorageJob, StorageSource
 
 __all__ = ["AsyncRunner", "ThreadRunner"]
 
+
 # Called once a job's function returned or raised, before its slot is released: reports the
 # error, acknowledges, retries or dead-letters; returns the outcome (scheduler.OK, ...). Runs
 # without the scheduler lock.
-AfterRun = Callable[[Job[Any], BaseException | None], int]
+class AfterRun(Protocol):
+    def __call__(
+        self, job: Job[Any], error: BaseException | None, defer: Executor | None = None
+    ) -> int: ...
+
+
 Finished = tuple[Job[Any], Any, BaseException | None, int]
 
 # Without an idle expiry, threads above the minimum idle count exit after this long without
@@ -290,10 +296,13 @@ class AsyncRunner:
             error = None
         except BaseException as exc:
             value, error = None, exc
-        if isinstance(job, StorageJob):
+        if isinstance(job, StorageJob) and error is not None:
+            # Retrying or dead-lettering is a storage round trip: off the loop.
             outcome = await asyncio.get_running_loop().run_in_executor(
                 self._io, self._after_run, job, error
             )
+        elif isinstance(job, StorageJob):
+            outcome = self._after_run(job, None, self._io)
         else:
             outcome = self._after_run(job, error)
         _close((job, value, error, outcome))

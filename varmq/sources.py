@@ -13,6 +13,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 from . import envelope
@@ -306,12 +307,39 @@ class StorageSource(Source):
                 outcome = exc
             self._settle(job, outcome)
             return
+        if self._queue_ack(job):
+            self._flush_pending()
+
+    def ack_soon(self, job: StorageJob, executor: Executor) -> None:
+        """Like :meth:`ack`, but a flush it has to start runs on ``executor``: never blocks."""
+        if not job.ack_id or not self.acked:
+            return
+        if not self._multi_ack:
+            with self._ack_lock:
+                self.unacked += 1
+            executor.submit(self._ack_one, job)
+        elif self._queue_ack(job):
+            executor.submit(self._flush_pending)
+
+    def _ack_one(self, job: StorageJob) -> None:
+        try:
+            self.ack(job)
+        finally:
+            with self._ack_lock:
+                self.unacked -= 1
+            self.on_settled()
+
+    def _queue_ack(self, job: StorageJob) -> bool:
+        """Add ``job`` to the pending batch; ``True`` if the caller must flush it."""
         with self._ack_lock:
             self._ack_queue.append(job)
             self.unacked += 1
             if self._flushing:
-                return
+                return False
             self._flushing = True
+            return True
+
+    def _flush_pending(self) -> None:
         while True:
             with self._ack_lock:
                 batch, self._ack_queue = self._ack_queue, []

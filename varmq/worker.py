@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -136,11 +137,21 @@ class BaseWorker(MemoryBinding[T, H, G]):
 
     # -- the job function ------------------------------------------------------------------
 
-    def _after_run(self, job: Job[Any], error: BaseException | None) -> int:
-        """Settle a finished run: report, then acknowledge, retry or dead-letter."""
+    def _after_run(
+        self, job: Job[Any], error: BaseException | None, defer: Executor | None = None
+    ) -> int:
+        """Settle a finished run: report, then acknowledge, retry or dead-letter.
+
+        With ``defer``, a successful storage job's acknowledgement is queued and any flush
+        it needs runs on that executor, so the caller (an event loop) never blocks.
+        """
         if error is not None:
             self._report(error)
         if isinstance(job, StorageJob):
+            if defer is not None and error is None:
+                self._maintenance.forget(job)
+                job.source.ack_soon(job, defer)
+                return OK
             return self._settle_stored(job, error)
         if error is None:
             return OK

@@ -366,6 +366,9 @@ def test_async_job_function_on_a_storage_queue(storage, workers) -> None:
     assert worker.wait(WAIT)
     assert sorted(seen) == list(range(50))
     assert errors_of(worker) == []
+    # The loop hands acknowledgements to its I/O threads; a stopped worker has sent them all.
+    assert worker.stop_and_wait(WAIT)
+    assert storage.new_priority_queue("q").stats()["in_flight"] == 0
 
 
 def test_producer_only_handle_stores_jobs_without_subscribing(storage) -> None:
