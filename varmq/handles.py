@@ -305,51 +305,6 @@ class _StorageHandle(_Handle, Generic[T]):
         return int(self._shelf().purge_dead())
 
 
-class PersistentQueue(_StorageHandle[T]):
-    """A FIFO queue in storage, bound to a worker."""
-
-    _worker: Any = None
-
-    @property
-    def worker(self) -> Any:
-        """The worker this queue is bound to."""
-        return self._worker
-
-    def add(
-        self,
-        data: T,
-        *,
-        job_id: str | None = None,
-        delay: float | None = None,
-        run_at: datetime | None = None,
-    ) -> bool:
-        """Store a job; ``False`` when refused (closed, storage error, not JSON-encodable)."""
-        return self._add(data, None, job_id, _delay_of(delay, run_at))
-
-
-class PersistentPriorityQueue(_StorageHandle[T]):
-    """A priority queue in storage, bound to a worker."""
-
-    _worker: Any = None
-
-    @property
-    def worker(self) -> Any:
-        """The worker this queue is bound to."""
-        return self._worker
-
-    def add(
-        self,
-        data: T,
-        priority: int = 0,
-        *,
-        job_id: str | None = None,
-        delay: float | None = None,
-        run_at: datetime | None = None,
-    ) -> bool:
-        """Store a job with ``priority``; ``False`` when refused."""
-        return self._add(data, priority, job_id, _delay_of(delay, run_at))
-
-
 class DistributedQueue(_StorageHandle[T]):
     """A FIFO queue in storage shared by consumers in many processes."""
 
@@ -379,3 +334,25 @@ class DistributedPriorityQueue(_StorageHandle[T]):
     ) -> bool:
         """Store a job with ``priority``; ``False`` when refused."""
         return self._add(data, priority, job_id, _delay_of(delay, run_at))
+
+
+class PersistentQueue(DistributedQueue[T]):
+    """A FIFO queue in storage, bound to a worker (``.worker``)."""
+
+    _worker: Any = None
+
+    @property
+    def worker(self) -> Any:
+        """The worker this queue is bound to."""
+        return self._worker
+
+
+class PersistentPriorityQueue(DistributedPriorityQueue[T]):
+    """A priority queue in storage, bound to a worker (``.worker``)."""
+
+    _worker: Any = None
+
+    @property
+    def worker(self) -> Any:
+        """The worker this queue is bound to."""
+        return self._worker
