@@ -776,6 +776,39 @@ class QueueConformance(RetryConformance):
         finally:
             worker.stop_and_wait(timeout=WAIT)
 
+    @_kinds(ALL_KINDS)
+    def test_worker_reports_bytes_that_are_not_a_job_and_dead_letters_them_in_the_end(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        import time
+
+        import varmq
+
+        self.require(ICountedDelivery, IDeadLetterable)
+        q = self.open(harness, kind, lease=LEASE)
+        assert _put(q, kind, b"\xff\xfe not a job")
+        ran = threading.Event()
+        worker = varmq.new_worker(lambda job: ran.set(), 2, poll_interval=0.05, poison_limit=2)
+        try:
+            handle = _bind(worker, q, kind)
+            assert handle.add("good", 1) if kind.priority else handle.add("good")
+            assert ran.wait(WAIT), "a job behind the corrupt bytes did not run"
+            deadline, seen = time.monotonic() + WAIT, 0
+            while not handle.dead_letters():
+                assert time.monotonic() < deadline, "the corrupt bytes were never dead-lettered"
+                reported = sum(isinstance(e, varmq.ParseJobError) for e in worker.errs().queue)
+                if reported > seen:  # delivered once more: let its lease run out
+                    seen = reported
+                    harness.advance(LEASE + 0.1)
+                time.sleep(0.01)
+            [letter] = handle.dead_letters()
+            assert (letter.data, letter.attempts) == (b"\xff\xfe not a job", 2), letter
+            assert worker.is_active  # nothing crashed
+        finally:
+            worker.stop_and_wait(timeout=WAIT)
+        errors = list(worker.errs().queue)
+        assert errors and all(isinstance(e, varmq.ParseJobError) for e in errors)
+
     def test_worker_acknowledges_only_after_the_function_returned(
         self, harness: StorageHarness
     ) -> None:
