@@ -118,8 +118,6 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
         job._status = JobStatus.QUEUED
         job._priority = priority or 0
         if wait > 0:
-            if self._source.shelf is None:  # pragma: no cover - every memory source has one
-                return False
             self._source.shelf.delay(job, time.monotonic() + wait)
             return True
         if not self._source.offer(job):
