@@ -99,21 +99,25 @@ def _check_file(path: str) -> None:
     # -wal/-shm files beside a file we may end up refusing.
     try:
         _inspect(path, "immutable=1")
-    except CorruptDatabaseError:
-        if not wal.exists():
+    except RefusedDatabaseError:
+        if not (wal.exists() or Path(path + "-shm").exists()):
             raise
-        # Another process opened and wrote it while we looked; look again the normal way.
+        # Another process opened and wrote it while we looked (an immutable look takes no
+        # lock, so it can see a checkpoint half done); look again the normal way.
         _inspect(path, "mode=ro")
 
 
 def _inspect(path: str, uri_query: str) -> None:
     conn = connect(path, busy_timeout=1.0, uri_query=uri_query)
     try:
+        # One read transaction: the header and the table list from the same snapshot.
+        conn.execute(_sql.BEGIN_READ)
         app_id = conn.execute(_sql.READ_APPLICATION_ID).fetchone()[0]
         version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
         tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
         _check_identity(path, app_id, version, tables)
         problems = [row[0] for row in conn.execute(_sql.QUICK_CHECK).fetchmany(3)]
+        conn.execute(_sql.COMMIT)
     except sqlite3.DatabaseError as exc:
         raise _classify(path, exc) from exc
     finally:

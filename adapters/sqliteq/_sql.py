@@ -324,6 +324,8 @@ TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 DATA_VERSION = "PRAGMA data_version"
 
 BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
+# A read transaction (deferred): the checks before opening see one snapshot.
+BEGIN_READ = "BEGIN"
 COMMIT = "COMMIT"
 ROLLBACK = "ROLLBACK"
 

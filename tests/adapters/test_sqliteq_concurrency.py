@@ -301,3 +301,25 @@ def test_no_watcher_thread_runs_without_a_subscriber(tmp_path: Path) -> None:
     with sqliteq.new(tmp_path / "jobs.db") as queues:
         queues.new_distributed_queue("events").enqueue(b"a")
         assert not any(t.name == "sqliteq:watch" for t in threading.enumerate())
+
+
+
+OPENER = """
+import sys, sqliteq
+queues = sqliteq.new(sys.argv[1])  # must not refuse a file another process is setting up
+queues.new_queue("q").enqueue(b"x")
+queues.close()
+"""
+
+
+def test_processes_opening_a_new_file_at_once_all_get_it(tmp_path: Path) -> None:
+    for round_ in range(8):
+        path = str(tmp_path / f"jobs-{round_}.db")
+        openers = [subprocess.Popen([sys.executable, "-c", OPENER, path]) for _ in range(6)]
+        codes = [opener.wait(timeout=60) for opener in openers]
+        assert codes == [0] * 6, f"round {round_}: a process was refused the file being created"
+        queues = sqliteq.new(path)
+        try:
+            assert len(queues.new_queue("q")) == 6
+        finally:
+            queues.close()
