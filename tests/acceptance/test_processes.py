@@ -22,11 +22,15 @@ import pytest
 
 from tests.support.redis_server import RedisServer
 
+# Each test runs six processes through 20,000 jobs; on a loaded 2-CPU machine that can take
+# minutes, and a stalled run should fail on the deadline below with a count, not on a timeout.
+pytestmark = pytest.mark.timeout(400)
+
 ROOT = Path(__file__).resolve().parents[2]
 JOBS = 20_000
 PRODUCERS = 2
 CONSUMERS = 4
-DEADLINE = 120.0
+DEADLINE = 240.0
 
 
 @dataclass
