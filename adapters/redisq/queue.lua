@@ -35,8 +35,10 @@ KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}"
                lease does not (same place). Ordering among plain enqueues follows the clock: a
                server clock stepped back by d can reorder jobs enqueued within d of each other.
   dead key     the job id the job had when it was dead-lettered.
-  lease token  "<random prefix from the client>:<i>": unique per delivery, never reused (the
-               prefix is random, so not even a server that lost seq can repeat a token).
+  lease token  "<random prefix from the client>:<seq>": unique per delivery, never reused; seq
+               (KEYS[10]) differs on every run, so a take that the client retries with the same
+               prefix cannot reuse a token, and the random prefix keeps tokens apart even on a
+               server that lost seq.
   channel      ARGV of some commands, "<q>:events"; receives "enqueued" (pub/sub, not a key).
 
 Invariant, kept by every command:
@@ -327,13 +329,14 @@ elseif command == 'take' then
   local popped = redis.call('ZPOPMIN', K_READY, n)
   local deadline = now + lease_ms
   local out = {}
-  local i = 0
   for j = 1, #popped, 2 do
     local id = popped[j]
     local payload = redis.call('HGET', K_PAYLOADS, id)
     if payload then
-      i = i + 1
-      local token = prefix .. ':' .. i
+      -- The sequence makes the token unique per run of this script, not per client call:
+      -- a take the client retries after a lost reply runs again with the same prefix, and
+      -- reusing a token would overwrite the first run's lease and strand its job.
+      local token = prefix .. ':' .. redis.call('INCR', K_SEQ)
       redis.call('ZADD', K_DEADLINES, deadline, token)
       redis.call('HSET', K_LEASED, token, id)
       out[#out + 1] = payload

@@ -173,6 +173,23 @@ def test_many_expired_leases_all_come_back_across_takes(backend: Backend, clock:
     assert {attempts for _, _, attempts in again} == {2}
 
 
+def test_a_take_run_twice_with_one_prefix_strands_no_job(
+    backend: Backend, clock: MsClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a client retry does after a reply lost to a dropped connection: the same script
+    # call, same prefix, runs a second time. The first run's jobs must come back, not vanish.
+    q = backend.queues(clock).new_queue("retried-take", visibility_timeout=1)
+    items = [f"job-{i}".encode() for i in range(4)]
+    assert all(q.enqueue(item) for item in items)
+    monkeypatch.setattr("redisq.queue.secrets.token_hex", lambda n: "same-prefix")
+    first = q.dequeue_batch_with_ack_ids(2)  # the run whose reply the client never saw
+    second = q.dequeue_batch_with_ack_ids(2)
+    assert {ack for _, ack in first}.isdisjoint(ack for _, ack in second)
+    assert all(q.acknowledge(ack) for _, ack in second)
+    clock.advance(2)  # the first run's leases run out: its jobs are waiting again
+    assert sorted(item for item, _ in q.dequeue_batch_with_ack_ids(10)) == items[:2]
+
+
 def test_batch_take_returns_at_most_n_jobs_with_distinct_ack_ids(backend: Backend) -> None:
     q = backend.queues().new_queue("batch")
     assert all(q.enqueue(f"{i}") for i in range(7))
