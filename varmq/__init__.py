@@ -59,7 +59,7 @@ from .protocols import IDistributedPriorityQueue, IDistributedQueue
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .registry import get_worker, workers
 from .retry import DeadLetter, NoRetry, Retry
-from .scheduler import Status
+from .states import Status
 from .strategies import Strategy
 from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
 

@@ -27,7 +27,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from .registry import workers as registered_workers
-from .scheduler import Status
+from .states import Status
 from .worker import BaseWorker
 
 __all__ = ["VarmqCollector"]

@@ -21,43 +21,16 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from enum import Enum
 from typing import Any
 
 from . import errors
 from .metrics import Metrics
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .sources import MemorySource, Source, StorageJob, StorageSource
+from .states import STATUS_OF, State, Status, state_error
 from .strategies import Strategy, pick
 
 __all__ = ["Scheduler", "Slot", "State", "Status"]
-
-
-class Status(str, Enum):
-    """What a worker is doing, as ``Worker.status`` reports it."""
-
-    INITIATED = "Initiated"
-    IDLE = "Idle"
-    RUNNING = "Running"
-    PAUSING = "Pausing"
-    PAUSED = "Paused"
-    STOPPING = "Stopping"
-    STOPPED = "Stopped"
-    UNKNOWN = "Unknown"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class State(Enum):
-    """The stored lifecycle state; Idle and Running are both ACTIVE (told apart by load)."""
-
-    INITIATED = 0
-    ACTIVE = 1
-    PAUSING = 2
-    PAUSED = 3
-    STOPPING = 4
-    STOPPED = 5
 
 
 class Slot:
@@ -142,11 +115,11 @@ class Scheduler:
         state = self.state
         if state is State.ACTIVE:
             return Status.RUNNING if self.in_flight or self.buffered else Status.IDLE
-        return _STATUS_OF[state]
+        return STATUS_OF[state]
 
     def state_error(self) -> errors.VarMQError:
         """The error a call that needs an active worker raises in the current state."""
-        return _state_error(self.status())
+        return state_error(self.status())
 
     # -- sources ----------------------------------------------------------------------------
 
@@ -381,7 +354,7 @@ class Scheduler:
     def start_locked(self) -> None:
         status = self.status()
         if self.state not in (State.INITIATED, State.STOPPED):
-            raise _state_error(status)
+            raise state_error(status)
         self.state = State.ACTIVE
         self.generation += 1
         self.changed.notify_all()
@@ -497,23 +470,3 @@ def _ignore_jobs(jobs: list[StorageJob]) -> None:
 
 def _ignore_count(n: int) -> None:
     return None
-
-
-_STATUS_OF = {
-    State.INITIATED: Status.INITIATED,
-    State.PAUSING: Status.PAUSING,
-    State.PAUSED: Status.PAUSED,
-    State.STOPPING: Status.STOPPING,
-    State.STOPPED: Status.STOPPED,
-}
-
-
-def _state_error(status: Status) -> errors.VarMQError:
-    if status in (Status.RUNNING, Status.IDLE):
-        return errors.RunningWorkerError()
-    return {
-        Status.PAUSING: errors.WorkerPausingError,
-        Status.PAUSED: errors.WorkerPausedError,
-        Status.STOPPING: errors.WorkerStoppingError,
-        Status.STOPPED: errors.WorkerStoppedError,
-    }.get(status, errors.NotRunningWorkerError)()
