@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 from . import _sql
@@ -38,7 +39,7 @@ def open_database(path: str, *, synchronous: str, busy_timeout: float) -> sqlite
     _check_file(path)
     conn = connect(path, busy_timeout=busy_timeout)
     try:
-        mode = conn.execute(_sql.SET_JOURNAL_WAL).fetchone()[0]
+        mode = _set_wal(conn, busy_timeout)
         if str(mode).lower() != "wal":
             raise RefusedDatabaseError(path, f"cannot be switched to WAL mode (got {mode!r})")
         conn.execute(_sql.SET_SYNCHRONOUS.format(level=synchronous))
@@ -51,6 +52,25 @@ def open_database(path: str, *, synchronous: str, busy_timeout: float) -> sqlite
         conn.close()
         raise
     return conn
+
+
+def _set_wal(conn: sqlite3.Connection, busy_timeout: float) -> object:
+    """Switch to WAL, waiting out other processes that set the same file up right now.
+
+    Changing the journal mode of a new file needs it to itself, and SQLite answers "database
+    is locked" at once instead of calling the busy handler; so wait here, up to busy_timeout.
+    """
+    deadline = time.monotonic() + busy_timeout
+    pause = 0.005
+    while True:
+        try:
+            return conn.execute(_sql.SET_JOURNAL_WAL).fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            text = str(exc)
+            if ("locked" not in text and "busy" not in text) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def connect(path: str, *, busy_timeout: float, uri_query: str = "") -> sqlite3.Connection:

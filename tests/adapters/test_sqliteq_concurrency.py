@@ -313,7 +313,7 @@ queues.close()
 
 
 def test_processes_opening_a_new_file_at_once_all_get_it(tmp_path: Path) -> None:
-    for round_ in range(8):
+    for round_ in range(16):
         path = str(tmp_path / f"jobs-{round_}.db")
         openers = [subprocess.Popen([sys.executable, "-c", OPENER, path]) for _ in range(6)]
         codes = [opener.wait(timeout=60) for opener in openers]
