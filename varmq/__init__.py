@@ -19,6 +19,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from typing_extensions import Unpack
+
+from .binding import require
+from .callables import err_func, func, result_func
 from .errors import (
     AcknowledgeJobError,
     FailedToCastJobError,
@@ -37,7 +41,6 @@ from .errors import (
     WorkerStoppedError,
     WorkerStoppingError,
 )
-from .funcs import err_func, func, result_func
 from .group import (
     EnqueuedErrGroupJob,
     EnqueuedGroupJob,
@@ -51,10 +54,12 @@ from .handles import (
     PersistentPriorityQueue,
     PersistentQueue,
     PriorityQueue,
+    Producer,
     Queue,
 )
 from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, Job, JobStatus
 from .metrics import Metrics
+from .options import ErrorHandler, WorkerOptions
 from .protocols import IDistributedPriorityQueue, IDistributedQueue
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .registry import get_worker, workers
@@ -76,6 +81,7 @@ __all__ = [
     "EnqueuedResultGroupJob",
     "EnqueuedResultJob",
     "ErrWorker",
+    "ErrorHandler",
     "FailedToCastJobError",
     "FailedToDequeueError",
     "Item",
@@ -104,8 +110,10 @@ __all__ = [
     "Strategy",
     "VarMQError",
     "Worker",
+    "WorkerOptions",
     "WorkerPausedError",
     "WorkerPausingError",
+    "WorkerStateError",
     "WorkerStoppedError",
     "WorkerStoppingError",
     "err_func",
@@ -127,15 +135,12 @@ R = TypeVar("R")
 def new_worker(
     fn: Callable[[Job[T]], None] | Callable[[Job[T]], Awaitable[None]],
     concurrency: int = 1,
-    **options: Any,
+    **options: Unpack[WorkerOptions],
 ) -> Worker[T]:
     """A worker running ``fn(job)`` (plain or ``async def``) on up to ``concurrency`` jobs.
 
-    ``concurrency`` 0 or less means the CPU count. Options: ``name``, ``auto_run=True``,
-    ``strategy``, ``job_id_generator``, ``error_handler``, ``idle_worker_expiry`` (s),
-    ``min_idle_worker_ratio`` (1..100), ``poll_interval`` (s), ``payload_decoder``,
-    ``payload_encoder``, ``max_errors``, ``stopped_retention`` (s), ``retry``
-    (a :class:`Retry` policy), ``poison_limit``. See docs/workers.md and docs/retries.md.
+    ``concurrency`` 0 or less means the CPU count. The keyword options are those of
+    :class:`WorkerOptions`; docs/workers.md and docs/retries.md say what each does.
     """
     return Worker(fn, concurrency, **options)
 
@@ -143,7 +148,7 @@ def new_worker(
 def new_err_worker(
     fn: Callable[[Job[T]], None] | Callable[[Job[T]], Awaitable[None]],
     concurrency: int = 1,
-    **options: Any,
+    **options: Unpack[WorkerOptions],
 ) -> ErrWorker[T]:
     """A worker whose job handles also give the exception ``fn`` raised (``err()``)."""
     return ErrWorker(fn, concurrency, **options)
@@ -152,7 +157,7 @@ def new_err_worker(
 def new_result_worker(
     fn: Callable[[Job[T]], R] | Callable[[Job[T]], Awaitable[R]],
     concurrency: int = 1,
-    **options: Any,
+    **options: Unpack[WorkerOptions],
 ) -> ResultWorker[T, R]:
     """A worker whose job handles give the value ``fn`` returned (``result()``)."""
     return ResultWorker(fn, concurrency, **options)
@@ -166,8 +171,10 @@ def new_distributed_queue(
     capacity: int = 0,
 ) -> DistributedQueue[Any]:
     """A producer-only handle on a distributed queue: no worker, no subscription."""
-    _require_protocol(q, IDistributedQueue, "new_distributed_queue")
-    return DistributedQueue(q, capacity, None, None, job_id_generator or _no_id, payload_encoder)
+    require(q, IDistributedQueue, "new_distributed_queue")
+    return DistributedQueue(
+        q, capacity, None, Producer(job_id_generator or _no_id, payload_encoder)
+    )
 
 
 def new_distributed_priority_queue(
@@ -178,16 +185,11 @@ def new_distributed_priority_queue(
     capacity: int = 0,
 ) -> DistributedPriorityQueue[Any]:
     """A producer-only handle on a distributed priority queue."""
-    _require_protocol(q, IDistributedPriorityQueue, "new_distributed_priority_queue")
+    require(q, IDistributedPriorityQueue, "new_distributed_priority_queue")
     return DistributedPriorityQueue(
-        q, capacity, None, None, job_id_generator or _no_id, payload_encoder
+        q, capacity, None, Producer(job_id_generator or _no_id, payload_encoder)
     )
 
 
 def _no_id() -> str:
     return ""
-
-
-def _require_protocol(q: object, protocol: type, name: str) -> None:
-    if not isinstance(q, protocol):
-        raise TypeError(f"{name} needs an {protocol.__name__}, got {type(q).__name__}")

@@ -1,8 +1,9 @@
 """Binding queues to a worker: the ``bind_*`` and ``with_*`` methods and what they build.
 
-Each bind wraps the storage in a source (:mod:`varmq.sources`) that the scheduler takes from,
-and returns the handle (:mod:`varmq.handles`) that users add jobs through. Mixed into the
-worker classes of :mod:`varmq.worker`.
+A bind wraps the storage in a source (:mod:`varmq.sources`, :mod:`varmq.storage_source`) that
+the dispatcher takes from, and returns the handle (:mod:`varmq.handles`) that users add jobs
+through. :class:`Binder` builds both from what the worker gives it at construction; the two
+mixins hold the public methods and are part of the worker classes of :mod:`varmq.worker`.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .group import EnqueuedGroupJob, Group
+from .group import EnqueuedGroupJob
 from .handles import (
     DistributedPriorityQueue,
     DistributedQueue,
+    JobMaker,
     PersistentPriorityQueue,
     PersistentQueue,
     PriorityQueue,
+    Producer,
     Queue,
 )
 from .job import EnqueuedJob
@@ -31,92 +34,107 @@ from .protocols import (
     IQueue,
 )
 from .queues import MemoryPriorityQueue, MemoryQueue
-from .scheduler import Scheduler, State
-from .sources import MemorySource, StorageSource
+from .retry import Retry
+from .sources import Decode, MemorySource, Report
+from .storage_source import StorageSource
 
 if TYPE_CHECKING:
-    from .maintenance import Maintenance
+    from .dispatch import Dispatcher
 
-__all__ = ["MemoryBinding", "StorageBinding"]
+__all__ = ["Binder", "MemoryBinding", "StorageBinding", "require"]
 
 T = TypeVar("T")
 H = TypeVar("H", bound=EnqueuedJob[Any])
 G = TypeVar("G", bound=EnqueuedGroupJob)
 
+# The rank of a queue bound without ``priority=``: after every ranked one, in bind order.
 _LAST_RANK = sys.maxsize
 
 
-class _Bound:
-    """What binding needs from the worker it is mixed into."""
+class Binder(Generic[H, G]):
+    """Builds the sources and handles of one worker's binds."""
 
-    _sched: Scheduler
-    _maintenance: Maintenance
-    _next_id: Callable[[], str]
-    _to_json: Callable[[Any], Any] | None
-    _poison_limit: int
-    _job_class: type[EnqueuedJob[Any]]
-    _group_class: type[EnqueuedGroupJob]
-    _group_wants: str
+    def __init__(
+        self,
+        *,
+        dispatch: Dispatcher,
+        producer: Producer,
+        jobs: JobMaker[H, G],
+        report: Report,
+        retry: Retry | None,
+        decode: Decode | None,
+        poison_limit: int,
+        wake_timer: Callable[[], None],
+    ) -> None:
+        self._dispatch = dispatch
+        self.producer = producer
+        self.jobs = jobs
+        self._report = report
+        self._retry = retry
+        self._decode = decode
+        self._poison_limit = poison_limit
+        self._wake_timer = wake_timer
 
-    def _report(self, exc: BaseException) -> None:
-        raise NotImplementedError
-
-    def _delayed(self) -> None:
-        raise NotImplementedError
-
-    def _source_label(self, storage: Any, name: str | None) -> str:
-        given = name or getattr(storage, "name", None)
-        if isinstance(given, str) and given:
-            return given
-        return f"{type(storage).__name__}#{len(self._sched.sources) + 1}"
-
-
-class MemoryBinding(_Bound, Generic[T, H, G]):
-    """``bind_queue``, ``bind_priority_queue``, ``with_queue``, ``with_priority_queue``."""
-
-    def _new_group(self, size: int) -> tuple[Group, Callable[[Group, list[Any]], G]]:
-        group = Group(size, self._group_wants)
-        cls = self._group_class
-
-        def wrap(g: Group, jobs: list[Any]) -> G:
-            handle: G = cls(g, jobs)  # type: ignore[assignment]
-            return handle
-
-        return group, wrap
-
-    def _new_job(self, job_id: str, data: Any, group: Group | None) -> H:
-        job: H = self._job_class(job_id, data, group)  # type: ignore[assignment]
-        return job
-
-    def _bind_memory(
+    def _options(
         self, storage: Any, priority: int | None, capacity: int, name: str | None, prio: bool
-    ) -> MemorySource:
+    ) -> dict[str, Any]:
         if capacity and isinstance(storage, ICapacitySetter):
             storage.set_capacity(capacity)
-        sched = self._sched
+        given = name or getattr(storage, "name", None)
+        label = given if isinstance(given, str) and given else None
+        count = len(self._dispatch.sources)
+        return {
+            "label": label or f"{type(storage).__name__}#{count + 1}",
+            "rank": _LAST_RANK if priority is None else priority,
+            "index": count,
+            "prioritised": prio,
+            "report": self._report,
+            "retry": self._retry,
+            "decode": self._decode,
+        }
+
+    def memory(
+        self, storage: Any, *, priority: int | None, capacity: int, name: str | None, prio: bool
+    ) -> MemorySource:
+        """Bind in-memory storage: its source, added to the dispatcher."""
         source = MemorySource(
             storage,
-            self._source_label(storage, name),
-            _LAST_RANK if priority is None else priority,
-            len(sched.sources),
-            self._report,
-            prio,
+            on_delayed=self._wake_timer,
+            **self._options(storage, priority, capacity, name, prio),
         )
-        sched.add_source(source)
+        self._dispatch.add_source(source)
         return source
 
-    def _memory_handle(self, cls: Any, q: Any, source: MemorySource, capacity: int) -> Any:
-        return cls(
-            q,
-            capacity,
-            self._sched,
-            self,
-            self._new_job,
-            self._new_group,
-            self._next_id,
-            source,
-            self._delayed,
+    def storage(
+        self, storage: Any, *, priority: int | None, capacity: int, distributed: bool, prio: bool
+    ) -> StorageSource:
+        """Bind adapter storage: its source, added to the dispatcher (and subscribed to it,
+        when ``distributed``)."""
+        dispatch = self._dispatch
+        source = StorageSource(
+            storage,
+            poll=dispatch.poll_interval,
+            poison_limit=self._poison_limit,
+            wake_timer=self._wake_timer,
+            on_settled=dispatch.acks_settled,
+            **self._options(storage, priority, capacity, None, prio),
         )
+        if distributed:
+
+            def on_event(action: str) -> None:
+                if action == "enqueued":
+                    dispatch.signal(0, source)
+
+            storage.subscribe(on_event)
+        dispatch.add_source(source)
+        self._wake_timer()  # storage is polled and leases renewed while the worker runs
+        return source
+
+
+class MemoryBinding(Generic[T, H, G]):
+    """``bind_queue``, ``bind_priority_queue``, ``with_queue``, ``with_priority_queue``."""
+
+    _binder: Binder[H, G]
 
     def bind_queue(
         self, *, priority: int | None = None, capacity: int = 0, name: str | None = None
@@ -141,11 +159,10 @@ class MemoryBinding(_Bound, Generic[T, H, G]):
         name: str | None = None,
     ) -> Queue[T, H, G]:
         """Bind the caller's FIFO storage."""
-        if not isinstance(q, IQueue):
-            raise TypeError(f"with_queue needs an IQueue, got {type(q).__name__}")
-        source = self._bind_memory(q, priority, capacity, name, prio=False)
-        handle: Queue[T, H, G] = self._memory_handle(Queue, q, source, capacity)
-        return handle
+        require(q, IQueue, "with_queue")
+        binder = self._binder
+        source = binder.memory(q, priority=priority, capacity=capacity, name=name, prio=False)
+        return Queue(q, capacity, source, binder.producer, binder.jobs)
 
     def with_priority_queue(
         self,
@@ -156,95 +173,63 @@ class MemoryBinding(_Bound, Generic[T, H, G]):
         name: str | None = None,
     ) -> PriorityQueue[T, H, G]:
         """Bind the caller's priority storage."""
-        if not isinstance(q, IPriorityQueue):
-            raise TypeError(f"with_priority_queue needs an IPriorityQueue, got {type(q).__name__}")
-        source = self._bind_memory(q, priority, capacity, name, prio=True)
-        handle: PriorityQueue[T, H, G] = self._memory_handle(PriorityQueue, q, source, capacity)
-        return handle
+        require(q, IPriorityQueue, "with_priority_queue")
+        binder = self._binder
+        source = binder.memory(q, priority=priority, capacity=capacity, name=name, prio=True)
+        return PriorityQueue(q, capacity, source, binder.producer, binder.jobs)
 
 
-class StorageBinding(_Bound, Generic[T]):
+class StorageBinding(Generic[T]):
     """``with_persistent_*`` and ``with_distributed_*``: storage queues (plain workers only)."""
 
-    def _bind_storage(
-        self,
-        storage: Any,
-        priority: int | None,
-        capacity: int,
-        distributed: bool,
-        prio: bool,
-    ) -> StorageSource:
-        if capacity and isinstance(storage, ICapacitySetter):
-            storage.set_capacity(capacity)
-        sched = self._sched
-        source = StorageSource(
-            storage,
-            self._source_label(storage, None),
-            _LAST_RANK if priority is None else priority,
-            len(sched.sources),
-            self._report,
-            sched.poll_interval,
-            self._poison_limit,
-        )
-        source.prioritised = prio
-        if distributed:
-
-            def on_event(action: str) -> None:
-                if action == "enqueued":
-                    sched.signal(0, source)
-
-            storage.subscribe(on_event)
-        sched.add_source(source)
-        if sched.state is State.ACTIVE:
-            self._maintenance.start()
-        return source
-
-    def _storage_handle(self, cls: Any, q: Any, source: StorageSource, capacity: int) -> Any:
-        return cls(q, capacity, self._sched, source, self._next_id, self._to_json, self._delayed)
+    _binder: Binder[Any, Any]
 
     def with_persistent_queue(
         self, q: IPersistentQueue, *, priority: int | None = None, capacity: int = 0
     ) -> PersistentQueue[T]:
         """Bind a persistent FIFO queue; jobs are acknowledged after the function returned."""
-        _require(q, IPersistentQueue, "with_persistent_queue")
-        source = self._bind_storage(q, priority, capacity, distributed=False, prio=False)
-        handle: PersistentQueue[T] = self._storage_handle(PersistentQueue, q, source, capacity)
-        handle._worker = self
-        return handle
+        require(q, IPersistentQueue, "with_persistent_queue")
+        binder = self._binder
+        source = binder.storage(
+            q, priority=priority, capacity=capacity, distributed=False, prio=False
+        )
+        return PersistentQueue(q, capacity, source, binder.producer, binder.jobs.worker)
 
     def with_persistent_priority_queue(
         self, q: IPersistentPriorityQueue, *, priority: int | None = None, capacity: int = 0
     ) -> PersistentPriorityQueue[T]:
         """Bind a persistent priority queue."""
-        _require(q, IPersistentPriorityQueue, "with_persistent_priority_queue")
-        source = self._bind_storage(q, priority, capacity, distributed=False, prio=True)
-        handle: PersistentPriorityQueue[T] = self._storage_handle(
-            PersistentPriorityQueue, q, source, capacity
+        require(q, IPersistentPriorityQueue, "with_persistent_priority_queue")
+        binder = self._binder
+        source = binder.storage(
+            q, priority=priority, capacity=capacity, distributed=False, prio=True
         )
-        handle._worker = self
-        return handle
+        return PersistentPriorityQueue(q, capacity, source, binder.producer, binder.jobs.worker)
 
     def with_distributed_queue(
         self, q: IDistributedQueue, *, priority: int | None = None, capacity: int = 0
     ) -> DistributedQueue[T]:
         """Bind a distributed FIFO queue; the worker subscribes to its notifications."""
-        _require(q, IDistributedQueue, "with_distributed_queue")
-        source = self._bind_storage(q, priority, capacity, distributed=True, prio=False)
-        handle: DistributedQueue[T] = self._storage_handle(DistributedQueue, q, source, capacity)
-        return handle
+        require(q, IDistributedQueue, "with_distributed_queue")
+        binder = self._binder
+        source = binder.storage(
+            q, priority=priority, capacity=capacity, distributed=True, prio=False
+        )
+        return DistributedQueue(q, capacity, source, binder.producer)
 
     def with_distributed_priority_queue(
         self, q: IDistributedPriorityQueue, *, priority: int | None = None, capacity: int = 0
     ) -> DistributedPriorityQueue[T]:
         """Bind a distributed priority queue; the worker subscribes to its notifications."""
-        _require(q, IDistributedPriorityQueue, "with_distributed_priority_queue")
-        source = self._bind_storage(q, priority, capacity, distributed=True, prio=True)
-        handle: DistributedPriorityQueue[T] = self._storage_handle(
-            DistributedPriorityQueue, q, source, capacity
+        require(q, IDistributedPriorityQueue, "with_distributed_priority_queue")
+        binder = self._binder
+        source = binder.storage(
+            q, priority=priority, capacity=capacity, distributed=True, prio=True
         )
-        return handle
+        return DistributedPriorityQueue(q, capacity, source, binder.producer)
 
 
-def _require(q: object, protocol: type, method: str) -> None:
+def require(q: object, protocol: type, method: str) -> None:
+    """Raise ``TypeError`` naming ``method`` unless ``q`` implements ``protocol``."""
     if not isinstance(q, protocol):
         raise TypeError(f"{method} needs an {protocol.__name__}, got {type(q).__name__}")

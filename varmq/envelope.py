@@ -13,6 +13,8 @@ from typing import Any
 
 __all__ = ["EnvelopeError", "decode", "encode"]
 
+# The "status" field is upstream's (Go varmq writes it, always "Created" at enqueue); it is
+# written and accepted so that stored jobs stay readable by both.
 _STATUSES = frozenset({"Created", "Queued", "Processing", "Finished", "Closed"})
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "RunningWorkerError",
     "SameConcurrencyError",
     "VarMQError",
+    "WorkerStateError",
     "WorkerPausedError",
     "WorkerPausingError",
     "WorkerStoppedError",
@@ -30,52 +31,57 @@ class VarMQError(Exception):
     """Base class of every varmq error."""
 
 
-# Worker state errors: raised by start/pause/resume/stop/restart/tune_pool.
+class WorkerStateError(VarMQError):
+    """A control call is not allowed in the worker's current state (base of the seven below).
+
+    Raised by ``start``, ``pause``, ``resume``, ``stop``, ``restart`` and ``tune_pool``; the REST
+    API answers every one of them with 409 Conflict.
+    """
 
 
-class RunningWorkerError(VarMQError):
+class RunningWorkerError(WorkerStateError):
     """The worker is already running."""
 
     def __init__(self, message: str = "worker is already running") -> None:
         super().__init__(message)
 
 
-class NotRunningWorkerError(VarMQError):
+class NotRunningWorkerError(WorkerStateError):
     """The worker has not been started."""
 
     def __init__(self, message: str = "worker is not running") -> None:
         super().__init__(message)
 
 
-class WorkerPausedError(VarMQError):
+class WorkerPausedError(WorkerStateError):
     """The worker is paused."""
 
     def __init__(self, message: str = "worker is paused") -> None:
         super().__init__(message)
 
 
-class WorkerPausingError(VarMQError):
+class WorkerPausingError(WorkerStateError):
     """The worker is pausing: it waits for running jobs before it is paused."""
 
     def __init__(self, message: str = "worker is pausing") -> None:
         super().__init__(message)
 
 
-class WorkerStoppedError(VarMQError):
+class WorkerStoppedError(WorkerStateError):
     """The worker is stopped."""
 
     def __init__(self, message: str = "worker is stopped") -> None:
         super().__init__(message)
 
 
-class WorkerStoppingError(VarMQError):
+class WorkerStoppingError(WorkerStateError):
     """The worker is stopping: it waits for running jobs before it is stopped."""
 
     def __init__(self, message: str = "worker is stopping") -> None:
         super().__init__(message)
 
 
-class SameConcurrencyError(VarMQError):
+class SameConcurrencyError(WorkerStateError):
     """``tune_pool`` was asked for the concurrency the worker already has."""
 
     def __init__(self, message: str = "worker already has the same concurrency") -> None:

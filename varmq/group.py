@@ -7,10 +7,7 @@ import queue
 import threading
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
-
-if TYPE_CHECKING:
-    from .job import EnqueuedJob
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "EnqueuedErrGroupJob",
@@ -63,13 +60,12 @@ class Group:
         if size == 0:
             self._finish()
 
-    def member_done(self, job: EnqueuedJob[Any], ran: bool) -> None:
-        """Count one member as closed; ``ran`` is False for cancelled or refused members."""
+    def member_done(self, job_id: str, value: Any, error: BaseException | None, ran: bool) -> None:
+        """Count one member as closed with its outcome; ``ran`` is False for cancelled or
+        refused members, whose outcome is not reported."""
         if ran and self._wants:
-            error = job._error
             if self._wants == "results":
-                value = None if error is not None else job._value
-                self._outcomes.put(Result(job.id, value, error))
+                self._outcomes.put(Result(job_id, None if error is not None else value, error))
             elif error is not None:
                 self._outcomes.put(error)
         with self._lock:

@@ -1,29 +1,32 @@
 """Queue handles: what ``bind_*``/``with_*`` return, and where ``add`` starts a job's path.
 
 In-memory handles put job objects into their storage and return job handles. Persistent and
-distributed handles encode the job as a JSON envelope, give the bytes to the adapter and return
-``True``/``False``. Every handle can delay a job (``delay=`` seconds or ``run_at=`` a datetime)
-and lists, requeues and purges its queue's dead letters.
+distributed handles encode the job as a JSON envelope (:mod:`varmq.envelope`), give the bytes to
+the adapter and return ``True``/``False``. Every handle can delay a job (``delay=`` seconds or
+``run_at=`` a datetime) and lists, requeues and purges its queue's dead letters. After an add,
+the handle tells the worker's dispatcher (if it has a worker) that work is there.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import envelope
-from .group import Group, Item
-from .job import EnqueuedJob, JobStatus
+from .group import EnqueuedGroupJob, Group, Item
+from .job import EnqueuedJob, cancel_waiting
 from .protocols import IDeadLetterable, IDedupQueue, IDelayedEnqueue
 from .retry import DeadLetter
-from .scheduler import Scheduler
 
 if TYPE_CHECKING:
-    from .sources import MemorySource, StorageSource
+    from .dispatch import Dispatcher
+    from .sources import MemorySource
+    from .storage_source import StorageSource
+    from .worker import BaseWorker
 
 __all__ = [
     "DistributedPriorityQueue",
@@ -38,10 +41,34 @@ log = logging.getLogger("varmq")
 
 T = TypeVar("T")
 H = TypeVar("H", bound=EnqueuedJob[Any])
-G = TypeVar("G")
+G = TypeVar("G", bound=EnqueuedGroupJob)
 
 IdGenerator = Callable[[], str]
-OnDelayed = Callable[[], None]
+
+
+def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Producer:
+    """What a handle adds jobs with: the id generator, the payload encoder, and the worker's
+    dispatcher to tell (``None`` for a producer-only handle)."""
+
+    next_id: IdGenerator
+    to_json: Callable[[Any], Any] | None = None
+    dispatch: Dispatcher | None = None
+    #: Called after a delayed add: the worker's timer must bring the job back.
+    on_delayed: Callable[[], None] = _nothing
+
+
+@dataclass(frozen=True)
+class JobMaker(Generic[H, G]):
+    """How an in-memory handle makes job handles: the worker kind's job and group classes."""
+
+    worker: BaseWorker[Any, Any, Any]
+    new_job: Callable[[str, Any, Group | None], H]
+    new_group: Callable[[int], tuple[Group, Callable[[Group, list[H]], G]]]
 
 
 def _delay_of(delay: float | None, run_at: datetime | None) -> float:
@@ -76,11 +103,7 @@ class _Handle:
         """Remove every waiting job; waiting callers of purged jobs are released."""
         snapshot = self._storage.values()
         self._storage.purge()
-        for item in snapshot:
-            if isinstance(item, EnqueuedJob):
-                # A job taken meanwhile runs and closes normally.
-                with contextlib.suppress(Exception):
-                    item._cancel()
+        cancel_waiting(snapshot)
 
     def close(self) -> None:
         """Refuse further adds; jobs already queued are still processed."""
@@ -92,82 +115,75 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
         self,
         storage: Any,
         capacity: int,
-        sched: Scheduler,
-        worker: Any,
-        make_job: Callable[[str, Any, Group | None], H],
-        make_group: Callable[[int], tuple[Group, Callable[[Group, list[H]], G]]],
-        next_id: IdGenerator,
         source: MemorySource,
-        on_delayed: OnDelayed,
+        producer: Producer,
+        jobs: JobMaker[H, G],
     ) -> None:
         super().__init__(storage, capacity)
-        self._sched = sched
-        self._worker = worker
-        self._make_job = make_job
-        self._make_group = make_group
-        self._next_id = next_id
         self._source = source
-        self._on_delayed = on_delayed
+        self._producer = producer
+        self._jobs = jobs
+        assert producer.dispatch is not None
+        self._dispatch = producer.dispatch
 
     @property
-    def worker(self) -> Any:
+    def worker(self) -> BaseWorker[T, H, G]:
         """The worker this queue is bound to."""
-        return self._worker
+        return self._jobs.worker
 
     def _offer(self, job: H, priority: int | None, wait: float) -> bool:
-        job._status = JobStatus.QUEUED
-        job._priority = priority or 0
+        job._queued(priority)
         if wait > 0:
-            self._source.shelf.delay(job, time.monotonic() + wait)
+            self._source.delayed.add(job, time.monotonic() + wait)
             return True
         if not self._source.offer(job):
-            job._status = JobStatus.CLOSED
+            job._refused()
             return False
         return True
 
     def _add(self, data: Any, priority: int | None, job_id: str | None, wait: float) -> H | None:
-        job = self._make_job(job_id or self._next_id(), data, None)
+        job = self._jobs.new_job(job_id or self._producer.next_id(), data, None)
         if not self._offer(job, priority, wait):
             return None
         if wait > 0:
-            self._sched.add_submitted(1)
-            self._on_delayed()
+            self._dispatch.add_submitted(1)
+            self._producer.on_delayed()
         else:
-            self._sched.signal(1)
+            self._dispatch.signal(1)
         return job
 
     def _add_all(self, items: Iterable[Any], prioritised: bool) -> G:
         entries = [i if isinstance(i, Item) else Item(i) for i in items]
-        group, wrap = self._make_group(len(entries))
+        group, wrap = self._jobs.new_group(len(entries))
         jobs: list[H] = []
         for entry in entries:
-            job = self._make_job(entry.id or self._next_id(), entry.data, group)
+            job = self._jobs.new_job(entry.id or self._producer.next_id(), entry.data, group)
             if self._offer(job, entry.priority if prioritised else None, 0.0):
                 jobs.append(job)
             else:
-                group.member_done(job, ran=False)
+                group.member_done(job.id, None, None, ran=False)
         if jobs:
-            self._sched.signal(len(jobs))
+            self._dispatch.signal(len(jobs))
         return wrap(group, jobs)
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """Jobs that ran out of attempts (with a retry policy), oldest first."""
-        return self._source.shelf.dead_letters(limit)
+        return self._source.dead.letters(limit)
 
     def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
         """Run dead letters again as new jobs (all when ``keys`` is ``None``); how many."""
         requeued = 0
-        for old in self._source.shelf.take_dead(None if keys is None else set(keys)):
-            job = self._make_job(old.id, old.data, None)
+        for old in self._source.dead.take(None if keys is None else set(keys)):
+            job = self._jobs.new_job(old.id, old.data, None)
             if self._offer(job, old._priority, 0.0):
                 requeued += 1
         if requeued:
-            self._sched.signal(0)
+            self._dispatch.signal(0)
         return requeued
 
     def purge_dead(self) -> int:
         """Forget every dead letter; how many there were."""
-        return len(self._source.shelf.take_dead(None))
+        return len(self._source.dead.take(None))
 
 
 class Queue(_MemoryHandle[T, H, G]):
@@ -217,18 +233,12 @@ class _StorageHandle(_Handle, Generic[T]):
         self,
         storage: Any,
         capacity: int,
-        sched: Scheduler | None,
         source: StorageSource | None,
-        next_id: IdGenerator,
-        to_json: Callable[[Any], Any] | None,
-        on_delayed: OnDelayed | None = None,
+        producer: Producer,
     ) -> None:
         super().__init__(storage, capacity)
-        self._sched = sched
         self._source = source
-        self._next_id = next_id
-        self._to_json = to_json
-        self._on_delayed = on_delayed
+        self._producer = producer
         self._dedup = isinstance(storage, IDedupQueue)
 
     def purge(self) -> None:
@@ -236,8 +246,9 @@ class _StorageHandle(_Handle, Generic[T]):
         self._storage.purge()
 
     def _add(self, data: Any, priority: int | None, job_id: str | None, wait: float) -> bool:
-        job_id = job_id or self._next_id()
-        raw = envelope.encode(job_id, data, self._to_json)
+        producer = self._producer
+        job_id = job_id or producer.next_id()
+        raw = envelope.encode(job_id, data, producer.to_json)
         if raw is None:
             return False
         storage = self._storage
@@ -255,18 +266,18 @@ class _StorageHandle(_Handle, Generic[T]):
         except Exception as exc:
             log.warning("enqueue to %s failed: %r", type(storage).__name__, exc)
             return False
-        if ok and self._sched is not None:
+        dispatch = producer.dispatch
+        if ok and dispatch is not None:
             if wait > 0:
-                self._sched.add_submitted(1)
+                dispatch.add_submitted(1)
                 if self._source is not None:
                     self._source.expect_due(wait)
-                if self._on_delayed is not None:
-                    self._on_delayed()
+                producer.on_delayed()
             else:
-                self._sched.signal(1, self._source)
+                dispatch.signal(1, self._source)
         return bool(ok)
 
-    def _shelf(self) -> Any:
+    def _dead_letter_store(self) -> Any:
         if not isinstance(self._storage, IDeadLetterable):
             raise TypeError(f"{type(self._storage).__name__} keeps no dead letters")
         return self._storage
@@ -274,7 +285,7 @@ class _StorageHandle(_Handle, Generic[T]):
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """Jobs that ran out of attempts or never decoded, oldest first."""
         letters = []
-        for entry in self._shelf().dead_letters(limit):
+        for entry in self._dead_letter_store().dead_letters(limit):
             try:
                 job_id, data = envelope.decode(entry["item"])
             except envelope.EnvelopeError:
@@ -293,18 +304,18 @@ class _StorageHandle(_Handle, Generic[T]):
 
     def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
         """Put dead letters back in line (all when ``keys`` is ``None``); how many."""
-        count = int(self._shelf().requeue_dead(None if keys is None else list(keys)))
-        if count and self._sched is not None:
-            self._sched.signal(0, self._source)
+        count = int(self._dead_letter_store().requeue_dead(None if keys is None else list(keys)))
+        if count and self._producer.dispatch is not None:
+            self._producer.dispatch.signal(0, self._source)
         return count
 
     def purge_dead(self) -> int:
         """Delete every dead letter; how many there were."""
-        return int(self._shelf().purge_dead())
+        return int(self._dead_letter_store().purge_dead())
 
 
-class DistributedQueue(_StorageHandle[T]):
-    """A FIFO queue in storage shared by consumers in many processes."""
+class _FifoAdd(_StorageHandle[T]):
+    """``add`` of a FIFO queue in storage."""
 
     def add(
         self,
@@ -318,8 +329,8 @@ class DistributedQueue(_StorageHandle[T]):
         return self._add(data, None, job_id, _delay_of(delay, run_at))
 
 
-class DistributedPriorityQueue(_StorageHandle[T]):
-    """A priority queue in storage shared by consumers in many processes."""
+class _PriorityAdd(_StorageHandle[T]):
+    """``add`` of a priority queue in storage."""
 
     def add(
         self,
@@ -334,23 +345,37 @@ class DistributedPriorityQueue(_StorageHandle[T]):
         return self._add(data, priority, job_id, _delay_of(delay, run_at))
 
 
-class PersistentQueue(DistributedQueue[T]):
+class _Bound(_StorageHandle[T]):
+    """A storage handle bound to a worker (``.worker``)."""
+
+    def __init__(
+        self,
+        storage: Any,
+        capacity: int,
+        source: StorageSource,
+        producer: Producer,
+        worker: BaseWorker[Any, Any, Any],
+    ) -> None:
+        super().__init__(storage, capacity, source, producer)
+        self._worker = worker
+
+    @property
+    def worker(self) -> BaseWorker[Any, Any, Any]:
+        """The worker this queue is bound to."""
+        return self._worker
+
+
+class DistributedQueue(_FifoAdd[T]):
+    """A FIFO queue in storage shared by consumers in many processes (may be producer-only)."""
+
+
+class DistributedPriorityQueue(_PriorityAdd[T]):
+    """A priority queue in storage shared by consumers in many processes."""
+
+
+class PersistentQueue(_FifoAdd[T], _Bound[T]):
     """A FIFO queue in storage, bound to a worker (``.worker``)."""
 
-    _worker: Any = None
 
-    @property
-    def worker(self) -> Any:
-        """The worker this queue is bound to."""
-        return self._worker
-
-
-class PersistentPriorityQueue(DistributedPriorityQueue[T]):
+class PersistentPriorityQueue(_PriorityAdd[T], _Bound[T]):
     """A priority queue in storage, bound to a worker (``.worker``)."""
-
-    _worker: Any = None
-
-    @property
-    def worker(self) -> Any:
-        """The worker this queue is bound to."""
-        return self._worker

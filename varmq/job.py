@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterable
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -27,6 +27,8 @@ __all__ = [
     "EnqueuedResultJob",
     "Job",
     "JobStatus",
+    "as_handle",
+    "cancel_waiting",
 ]
 
 T = TypeVar("T")
@@ -34,12 +36,11 @@ R = TypeVar("R")
 
 
 class JobStatus(str, Enum):
-    """Where a job is in its life."""
+    """Where a job is in its life: ``Created``, ``Queued``, ``Processing``, then ``Closed``."""
 
     CREATED = "Created"
     QUEUED = "Queued"
     PROCESSING = "Processing"
-    FINISHED = "Finished"
     CLOSED = "Closed"
 
     def __str__(self) -> str:
@@ -60,6 +61,32 @@ class Job(Generic[T]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, data={self.data!r})"
 
+    # -- what a bound queue does with the jobs it took (overridden by job handles) ---------
+
+    #: Whether a failed run can be put back in its in-memory queue for another attempt.
+    _retryable = False
+
+    def _back_to_queue(self) -> None:
+        """After a failed run that will be retried: waiting again, one attempt further."""
+        self.attempt += 1
+
+    def _complete(self, value: Any, error: BaseException | None) -> None:
+        """Record the outcome of the last run; a plain job has nobody waiting for it."""
+
+
+def as_handle(item: object) -> EnqueuedJob[Any] | None:
+    """``item`` (taken from in-memory storage) if it is a job handle, else ``None``."""
+    return item if isinstance(item, EnqueuedJob) else None
+
+
+def cancel_waiting(items: Iterable[object]) -> None:
+    """Close the job handles among ``items`` (just purged from their queue) as cancelled."""
+    for item in items:
+        if isinstance(item, EnqueuedJob):
+            # A job taken meanwhile runs and closes normally.
+            with contextlib.suppress(JobProcessingError, JobAlreadyClosedError):
+                item._cancel()
+
 
 _Callback = Callable[[], None]
 
@@ -72,11 +99,12 @@ class EnqueuedJob(Job[T]):
         "_error",
         "_group",
         "_lock",
-        "_origin",
         "_priority",
         "_status",
         "_value",
     )
+
+    _retryable = True
 
     def __init__(self, job_id: str, data: T, group: Group | None = None) -> None:
         # Fields of Job set here directly: this runs once per add, on the hot path.
@@ -85,8 +113,6 @@ class EnqueuedJob(Job[T]):
         self.attempt = 1
         #: The priority it was added with (priority queues), kept for retries.
         self._priority = 0
-        #: The bound queue it was taken from, set when the worker takes it.
-        self._origin: Any = None
         # Guards _status, _value, _error and _callbacks: every status change and the
         # registration of waiters happen under it, so each transition happens once.
         self._lock = threading.Lock()
@@ -157,10 +183,14 @@ class EnqueuedJob(Job[T]):
                 self._callbacks.append(callback)
             return True
 
-    def _mark_queued(self) -> None:
-        with self._lock:
-            if self._status is JobStatus.CREATED:
-                self._status = JobStatus.QUEUED
+    def _queued(self, priority: int | None) -> None:
+        """Offered to a queue (or held until its delay passed) with ``priority``."""
+        self._priority = priority or 0
+        self._status = JobStatus.QUEUED
+
+    def _refused(self) -> None:
+        """The queue refused it (closed, full): closed without ever running."""
+        self._status = JobStatus.CLOSED
 
     def _claim(self) -> bool:
         """Move to PROCESSING unless the job was cancelled; ``False`` means skip it."""
@@ -184,26 +214,33 @@ class EnqueuedJob(Job[T]):
             self._error = error
             self._status = JobStatus.CLOSED
             callbacks, self._callbacks = self._callbacks, None
-        if callbacks:
-            for callback in callbacks:
-                callback()
-        if self._group is not None:
-            self._group.member_done(self, ran=True)
+        self._closed(callbacks, value, error, ran=True)
 
     def _cancel(self) -> None:
+        error = JobCancelledError(self.id)
         with self._lock:
             if self._status is JobStatus.PROCESSING:
                 raise JobProcessingError(self.id)
-            if self._status in (JobStatus.CLOSED, JobStatus.FINISHED):
+            if self._status is JobStatus.CLOSED:
                 raise JobAlreadyClosedError(self.id)
-            self._error = JobCancelledError(self.id)
+            self._error = error
             self._status = JobStatus.CLOSED
             callbacks, self._callbacks = self._callbacks, None
+        self._closed(callbacks, None, error, ran=False)
+
+    def _closed(
+        self,
+        callbacks: list[_Callback] | None,
+        value: Any,
+        error: BaseException | None,
+        ran: bool,
+    ) -> None:
+        """Release the waiters of a job that just closed and tell its group."""
         if callbacks:
             for callback in callbacks:
                 callback()
         if self._group is not None:
-            self._group.member_done(self, ran=False)
+            self._group.member_done(self.id, value, error, ran)
 
     def _wait_or_raise(self, timeout: float | None) -> None:
         if not self.wait(timeout):

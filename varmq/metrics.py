@@ -35,7 +35,7 @@ class Metrics:
     )
 
     def __init__(self, lock: threading.Lock | None = None) -> None:
-        # Guards the four counters. The worker passes its own lock, under which it already
+        # Guards the six counters. The worker passes its own lock, under which it already
         # is when a job finishes, so counting costs no extra lock round trip.
         self._lock = lock if lock is not None else threading.Lock()
         self.submitted = 0

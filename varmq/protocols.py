@@ -97,7 +97,7 @@ and reports the error once per back-off step.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 __all__ = [
     "IAcknowledgeable",
@@ -356,3 +356,13 @@ class IQueueStats(Protocol):
         ``oldest_age`` is the age in seconds of the oldest waiting job (0 when none waits).
         """
         ...
+
+
+class QueueStats(TypedDict):
+    """What ``IQueueStats.stats()`` returns: counts of one queue, from every process."""
+
+    waiting: int
+    in_flight: int
+    delayed: int
+    dead: int
+    oldest_age: float

@@ -1,8 +1,11 @@
-"""In-memory queue storage: a FIFO queue and a priority queue.
+"""In-memory storage: the FIFO and priority queues, and the delayed jobs and dead letters kept
+beside an in-memory queue.
 
-Both implement ``IQueue``/``IPriorityQueue`` and ``ICapacitySetter`` from
-:mod:`varmq.protocols`. They hold whatever they are given (the worker gives them its job
-objects) and are safe to use from any thread. No I/O here.
+:class:`MemoryQueue` and :class:`MemoryPriorityQueue` implement ``IQueue``/``IPriorityQueue``
+and ``ICapacitySetter`` from :mod:`varmq.protocols`. They hold whatever they are given (the
+worker gives them its job objects). Storage adapters keep delays and dead letters in their own
+storage; for in-memory queues the worker keeps them in a :class:`DelayedJobs` heap and a
+:class:`DeadLetters` list. Everything here is safe to use from any thread. No I/O here.
 """
 
 from __future__ import annotations
@@ -11,10 +14,25 @@ import heapq
 import itertools
 import sys
 import threading
+import time
 from collections import deque
 from typing import Any
 
-__all__ = ["MemoryPriorityQueue", "MemoryQueue"]
+from .retry import DeadLetter
+
+__all__ = [
+    "DEAD_LETTER_LIMIT",
+    "DEAD_LETTER_MAX_AGE",
+    "DeadLetters",
+    "DelayedJobs",
+    "MemoryPriorityQueue",
+    "MemoryQueue",
+]
+
+DEAD_LETTER_LIMIT = 10_000
+"""Dead letters kept per in-memory queue; the oldest beyond it are dropped."""
+DEAD_LETTER_MAX_AGE = 7 * 24 * 3600.0
+"""Seconds a dead letter of an in-memory queue is kept (7 days)."""
 
 # Sequence numbers stay below this, so a key orders by priority first.
 _SPAN = 1 << 40
@@ -148,3 +166,92 @@ class MemoryPriorityQueue:
     def close(self) -> None:
         """Refuse further enqueues; waiting items stay and can still be taken."""
         self._closed = True
+
+
+class DelayedJobs:
+    """Jobs held until a monotonic due time: a heap by due time, FIFO among equal times."""
+
+    __slots__ = ("_heap", "_lock", "_seq")
+
+    def __init__(self) -> None:
+        # Guards _heap; taken briefly by the worker threads, handles and the timer.
+        self._lock = threading.Lock()
+        self._heap: list[tuple[float, int, Any]] = []
+        self._seq = itertools.count()
+
+    def add(self, job: Any, due: float) -> None:
+        """Hold ``job`` until the monotonic time ``due``."""
+        with self._lock:
+            heapq.heappush(self._heap, (due, next(self._seq), job))
+
+    def pop_due(self, now: float) -> list[Any]:
+        """Remove and return the jobs due by ``now``, in due order."""
+        due: list[Any] = []
+        with self._lock:
+            while self._heap and self._heap[0][0] <= now:
+                due.append(heapq.heappop(self._heap)[2])
+        return due
+
+    def next_due(self) -> float | None:
+        """The earliest due time held, or ``None``."""
+        with self._lock:
+            return self._heap[0][0] if self._heap else None
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+
+class DeadLetters:
+    """Jobs of one in-memory queue that will not be retried, oldest first, bounded by count and
+    age; each kept with the job object so it can be requeued."""
+
+    __slots__ = ("_keys", "_letters", "_limit", "_lock", "_max_age")
+
+    def __init__(
+        self, limit: int = DEAD_LETTER_LIMIT, max_age: float = DEAD_LETTER_MAX_AGE
+    ) -> None:
+        # Guards _letters.
+        self._lock = threading.Lock()
+        self._letters: deque[tuple[DeadLetter, Any]] = deque()
+        self._keys = itertools.count(1)
+        self._limit = limit
+        self._max_age = max_age
+
+    def bury(self, job: Any, error: BaseException) -> None:
+        """Keep ``job`` as a dead letter; ``job.data``, ``job.id`` and ``job.attempt`` are read."""
+        now = time.time()
+        letter = DeadLetter(
+            key=str(next(self._keys)),
+            id=job.id,
+            data=job.data,
+            attempts=job.attempt,
+            error=f"{type(error).__name__}: {error}",
+            dead_at=now,
+        )
+        with self._lock:
+            self._letters.append((letter, job))
+            while len(self._letters) > self._limit or (
+                self._letters and self._letters[0][0].dead_at < now - self._max_age
+            ):
+                self._letters.popleft()
+
+    def letters(self, limit: int) -> list[DeadLetter]:
+        """Up to ``limit`` dead letters, oldest first."""
+        with self._lock:
+            return [letter for letter, _ in itertools.islice(self._letters, max(limit, 0))]
+
+    def take(self, keys: set[str] | None) -> list[Any]:
+        """Remove the dead letters with ``keys`` (all if ``None``); their jobs, oldest first."""
+        with self._lock:
+            kept: deque[tuple[DeadLetter, Any]] = deque()
+            taken: list[Any] = []
+            for letter, job in self._letters:
+                if keys is None or letter.key in keys:
+                    taken.append(job)
+                else:
+                    kept.append((letter, job))
+            self._letters = kept
+        return taken
+
+    def __len__(self) -> int:
+        return len(self._letters)

@@ -9,36 +9,28 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .worker import BaseWorker
+
+    AnyWorker = BaseWorker[Any, Any, Any]
 
 __all__ = ["get_worker", "workers"]
 
 
-class _Named(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def is_stopped(self) -> bool: ...
-
-    def _stopped_for(self) -> float | None: ...
-
-    @property
-    def _retention(self) -> float: ...
-
-
 # Guards _workers.
 _lock = threading.Lock()
-_workers: dict[str, Any] = {}
+_workers: dict[str, AnyWorker] = {}
 
 
-def _expired(worker: _Named) -> bool:
+def _expired(worker: AnyWorker) -> bool:
     stopped_for = worker._stopped_for()
     retention = worker._retention
     return stopped_for is not None and retention > 0 and stopped_for >= retention
 
 
-def register(worker: _Named) -> None:
+def register(worker: AnyWorker) -> None:
     """Register ``worker`` under its name; ``ValueError`` if a live worker holds it."""
     with _lock:
         held = _workers.get(worker.name)
@@ -47,7 +39,7 @@ def register(worker: _Named) -> None:
         _workers[worker.name] = worker
 
 
-def get_worker(name: str) -> Any | None:
+def get_worker(name: str) -> AnyWorker | None:
     """The worker registered as ``name``, or ``None``."""
     with _lock:
         worker = _workers.get(name)
@@ -57,7 +49,7 @@ def get_worker(name: str) -> Any | None:
         return worker
 
 
-def workers() -> dict[str, Any]:
+def workers() -> dict[str, AnyWorker]:
     """A snapshot of every registered worker, by name."""
     with _lock:
         for name in [n for n, w in _workers.items() if _expired(w)]:

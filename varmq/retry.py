@@ -1,12 +1,33 @@
-"""Retry policy, the not-retryable marker, and what a dead letter looks like to users."""
+"""What happens after a run: its :class:`Outcome`, the retry policy that decides it for a failed
+run, the not-retryable marker, and what a dead letter looks like to users.
+
+Every bound queue settles a finished run the same way: a returned function is ``OK``; a raise is
+decided here (:func:`after_failure`) as ``FAILED``, ``RETRIED`` after a delay, or ``DEAD``; the
+queue's own kind then applies it (acknowledge, hand back, dead-letter) in
+:meth:`~varmq.sources.Source.settle`.
+"""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
-__all__ = ["DeadLetter", "NoRetry", "Retry"]
+__all__ = ["DeadLetter", "NoRetry", "Outcome", "Retry", "after_failure"]
+
+
+class Outcome(IntEnum):
+    """How one run of a job ended, for the bound queue and the counters."""
+
+    OK = 0
+    """The function returned."""
+    FAILED = 1
+    """It raised, and that is final (no retry policy, or a queue that cannot retry)."""
+    RETRIED = 2
+    """It raised and was handed back for another attempt after a delay."""
+    DEAD = 3
+    """It raised and was moved to its queue's dead letters."""
 
 
 class NoRetry(Exception):
@@ -58,6 +79,18 @@ class Retry:
         if self.jitter:
             wait = random.uniform(wait / 2, wait)
         return wait
+
+
+def after_failure(
+    policy: Retry | None, error: BaseException, attempt: int
+) -> tuple[Outcome, float]:
+    """The outcome of run number ``attempt`` that raised ``error``, and the delay before the
+    next attempt when it is ``RETRIED``."""
+    if policy is None:
+        return Outcome.FAILED, 0.0
+    if policy.should_retry(error, attempt):
+        return Outcome.RETRIED, policy.delay(attempt)
+    return Outcome.DEAD, 0.0
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Worker lifecycle states: what is stored, what users see, and the error for each.
 
 The table of which control call raises what in which state lives with these names, so the
-scheduler and the worker share one mapping.
+dispatcher and the worker share one mapping.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ class Status(str, Enum):
     STOPPING = "Stopping"
     STOPPED = "Stopped"
     UNKNOWN = "Unknown"
+    """Never reported by a worker; kept because upstream has it."""
 
     def __str__(self) -> str:
         return self.value

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from enum import Enum
 from typing import Protocol, TypeVar
 
@@ -26,7 +26,7 @@ class Strategy(str, Enum):
 
 
 class _Candidate(Protocol):
-    def has_work(self) -> bool: ...
+    def ready_locked(self, now: float) -> bool: ...
 
     def length(self) -> int: ...
 
@@ -34,28 +34,26 @@ class _Candidate(Protocol):
 C = TypeVar("C", bound=_Candidate)
 
 
-def pick(
-    strategy: Strategy, sources: Sequence[C], cursor: int, usable: Callable[[C], bool]
-) -> tuple[C | None, int]:
+def pick(strategy: Strategy, sources: Sequence[C], cursor: int, now: float) -> tuple[C | None, int]:
     """Choose a source that has work; returns it (or ``None``) and the new round-robin cursor.
 
-    ``sources`` are in bind-priority order. ``usable`` filters out sources that may not be
-    taken from now (backing off after an error). Length strategies ask each candidate for
-    its length, which for storage is a round trip: that is the price of choosing them.
+    ``sources`` are in bind-priority order; a source that is not ready at ``now`` (empty, or
+    backing off after an error) is passed over. Length strategies ask each candidate for its
+    length, which for storage is a round trip: that is the price of choosing them.
     """
     if strategy is Strategy.ROUND_ROBIN:
         count = len(sources)
         for step in range(1, count + 1):
             index = (cursor + step) % count
             source = sources[index]
-            if usable(source) and source.has_work():
+            if source.ready_locked(now):
                 return source, index
         return None, cursor
     if strategy is Strategy.MAX_LEN or strategy is Strategy.MIN_LEN:
         best: C | None = None
         best_len = 0
         for source in sources:
-            if not (usable(source) and source.has_work()):
+            if not source.ready_locked(now):
                 continue
             size = source.length()
             if size <= 0:
@@ -68,6 +66,6 @@ def pick(
                 best, best_len = source, size
         return best, cursor
     for source in sources:
-        if usable(source) and source.has_work():
+        if source.ready_locked(now):
             return source, cursor
     return None, cursor

@@ -1,8 +1,10 @@
 """Workers: the public control surface (lifecycle, waits, gauges) and queue binding.
 
-The machinery lives elsewhere: :mod:`varmq.scheduler` (state and job selection),
-:mod:`varmq.executor` (threads or an event loop) and :mod:`varmq.maintenance` (polls and
-lease renewals). A worker object wires them together and is what users hold.
+A worker object is what users hold; it wires the machinery together at construction and then
+stays out of the way of the jobs: :mod:`varmq.dispatch` (state, slots, the step),
+:mod:`varmq.runners` (threads or an event loop), :mod:`varmq.sources` and
+:mod:`varmq.storage_source` (taking from and settling with each bound queue),
+:mod:`varmq.timer` (polls, delays, lease renewals) and :mod:`varmq.binding` (``bind_*``).
 """
 
 from __future__ import annotations
@@ -12,30 +14,32 @@ import inspect
 import logging
 import os
 import queue
-import sys
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import Executor
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
+from typing_extensions import Self
+
 from . import registry
-from .binding import MemoryBinding, StorageBinding
+from .binding import Binder, MemoryBinding, StorageBinding
+from .dispatch import Dispatcher
 from .errors import RunningWorkerError
-from .executor import AsyncRunner, ThreadRunner
 from .group import (
     EnqueuedErrGroupJob,
     EnqueuedGroupJob,
     EnqueuedResultGroupJob,
+    Group,
 )
-from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, Job
-from .maintenance import Maintenance
+from .handles import JobMaker, Producer
+from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob
 from .metrics import Metrics
+from .options import ErrorHandler
 from .retry import Retry
-from .scheduler import DEAD, FAILED, OK, RETRIED, Scheduler, State, Status
-from .sources import MemorySource, StorageJob, StorageSource
+from .runners import AsyncRunner, ThreadRunner
+from .states import State, Status
 from .strategies import Strategy
+from .timer import Timer
 
 __all__ = ["BaseWorker", "ErrWorker", "ResultWorker", "Worker", "cpu_count"]
 
@@ -45,10 +49,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 H = TypeVar("H", bound=EnqueuedJob[Any])
 G = TypeVar("G", bound=EnqueuedGroupJob)
-
-ErrorHandler = Callable[[Any, BaseException], None]
-
-_LAST_RANK = sys.maxsize
 
 
 def cpu_count() -> int:
@@ -100,93 +100,70 @@ class BaseWorker(MemoryBinding[T, H, G]):
             raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
         if idle_worker_expiry < 0:
             raise ValueError(f"idle_worker_expiry must be >= 0, got {idle_worker_expiry!r}")
-        self._fn = fn
         self._name = name or ""
-        self._next_id = job_id_generator or _no_id
         self._error_handler = error_handler
-        self._to_json = payload_encoder
-        self._retry = retry
-        self._poison_limit = max(1, poison_limit)
         self._retention = stopped_retention
         self._stopped_at: float | None = None
         self._errors: queue.Queue[BaseException] = queue.Queue(maxsize=max(1, max_errors))
         self._errors_lock = threading.Lock()
         self._handler_failed = False
-        self._sched = Scheduler(
+        label = self._name or f"worker@{id(self):x}"
+        self._label = label
+        self._is_async = _is_coroutine_function(fn)
+
+        def make_runner(dispatch: Dispatcher) -> ThreadRunner | AsyncRunner:
+            if self._is_async:
+                return AsyncRunner(dispatch, label, fn)
+            return ThreadRunner(dispatch, label, fn)
+
+        self._dispatch = Dispatcher(
             concurrency=concurrency if concurrency > 0 else cpu_count(),
             strategy=Strategy(strategy),
             idle_expiry=float(idle_worker_expiry),
             min_idle_ratio=min(max(int(min_idle_worker_ratio), 1), 100),
             poll_interval=float(poll_interval),
-            decode=payload_decoder,
             prefetch=None if prefetch is None else max(0, prefetch),
+            make_runner=make_runner,
+            on_stopped=self._on_stopped,
         )
-        label = self._name or f"worker@{id(self):x}"
-        self._label = label
-        self._maintenance = Maintenance(self._sched, label, self._report)
-        self._is_async = _is_coroutine_function(fn)
-        self._runner: ThreadRunner | AsyncRunner
-        if self._is_async:
-            self._runner = AsyncRunner(self._sched, label, fn, self._after_run)
-        else:
-            self._runner = ThreadRunner(self._sched, label, fn, self._after_run)
-        self._sched.on_stopped = self._on_stopped
-        self._sched.on_taken = self._maintenance.track
+        self._timer = Timer(self._dispatch, label)
+        producer = Producer(
+            job_id_generator or _no_id, payload_encoder, self._dispatch, self._wake_timer
+        )
+        self._binder: Binder[H, G] = Binder(
+            dispatch=self._dispatch,
+            producer=producer,
+            jobs=JobMaker(self, self._new_job, self._new_group),
+            report=self._report,
+            retry=retry,
+            decode=payload_decoder,
+            poison_limit=max(1, poison_limit),
+            wake_timer=self._wake_timer,
+        )
         if auto_run:
             self.start()
 
-    # -- the job function ------------------------------------------------------------------
+    # -- what the binds build --------------------------------------------------------------
 
-    def _after_run(
-        self, job: Job[Any], error: BaseException | None, defer: Executor | None = None
-    ) -> int:
-        """Settle a finished run: report, then acknowledge, retry or dead-letter.
+    def _new_job(self, job_id: str, data: Any, group: Group | None) -> H:
+        job: H = self._job_class(job_id, data, group)  # type: ignore[assignment]
+        return job
 
-        With ``defer``, a successful storage job's acknowledgement is queued and any flush
-        it needs runs on that executor, so the caller (an event loop) never blocks.
-        """
-        if error is not None:
-            self._report(error)
-        if isinstance(job, StorageJob):
-            if defer is not None and error is None:
-                self._maintenance.forget(job)
-                job.source.ack_soon(job, defer)
-                return OK
-            return self._settle_stored(job, error)
-        if error is None:
-            return OK
-        retry = self._retry
-        origin = getattr(job, "_origin", None)
-        if retry is None or not isinstance(job, EnqueuedJob) or origin is None:
-            return FAILED
-        if retry.should_retry(error, job.attempt):
-            job._back_to_queue()
-            origin.shelf.delay(job, time.monotonic() + retry.delay(job.attempt - 1))
-            self._maintenance.start()
-            self._maintenance.poke()
-            return RETRIED
-        origin.shelf.bury(job, error)
-        return DEAD
+    def _new_group(self, size: int) -> tuple[Group, Callable[[Group, list[Any]], G]]:
+        group = Group(size, self._group_wants)
+        cls = self._group_class
 
-    def _settle_stored(self, job: StorageJob, error: BaseException | None) -> int:
-        self._maintenance.forget(job)
-        source = job.source
-        retry = self._retry
-        if error is None or retry is None or not (source.nackable and source.buries):
-            source.ack(job)
-            return OK if error is None else FAILED
-        if retry.should_retry(error, job.attempt):
-            source.retry(job, retry.delay(job.attempt))
-            self._maintenance.poke()
-            return RETRIED
-        source.bury(job.id, job.ack_id, f"{type(error).__name__}: {error}")
-        return DEAD
+        def wrap(g: Group, jobs: list[Any]) -> G:
+            handle: G = cls(g, jobs)  # type: ignore[assignment]
+            return handle
 
-    def _delayed(self) -> None:
-        """A job was put on hold in this process: the timer must run to bring it back."""
-        if self._sched.state is State.ACTIVE:
-            self._maintenance.start()
-        self._maintenance.poke()
+        return group, wrap
+
+    def _wake_timer(self) -> None:
+        """Something was put on hold or leased: the timer must run, and may be due sooner."""
+        if self._dispatch.state is State.ACTIVE:
+            self._timer.start()
+        self._timer.poke()
 
     def _report(self, exc: BaseException) -> None:
         with self._errors_lock:
@@ -205,13 +182,13 @@ class BaseWorker(MemoryBinding[T, H, G]):
                 log.exception("error_handler of worker %s raised; the error is contained", self)
 
     def _on_stopped(self) -> None:
-        # Called under the scheduler lock when the worker reaches Stopped.
+        # Called under the dispatcher lock when the worker reaches Stopped.
         self._stopped_at = registry.now()
-        self._maintenance.stop()
+        self._timer.stop()
 
     def _stopped_for(self) -> float | None:
         stopped_at = self._stopped_at
-        if stopped_at is None or self._sched.state is not State.STOPPED:
+        if stopped_at is None or self._dispatch.state is not State.STOPPED:
             return None
         return registry.now() - stopped_at
 
@@ -219,92 +196,88 @@ class BaseWorker(MemoryBinding[T, H, G]):
 
     def start(self) -> None:
         """Start an initiated or stopped worker; it takes jobs at once."""
-        sched = self._sched
+        dispatch = self._dispatch
         if self._name:
             registry.register(self)
-        with sched.lock:
-            sched.start_locked()
+        with dispatch.lock:
+            dispatch.start_locked()
             self._stopped_at = None
-            self._runner.start_locked()
-            sched.wake_locked()
-            spawns = sched.take_spawns_locked()
-            timed = bool(sched.storage_sources) or any(
-                isinstance(s, MemorySource) and s.shelf.delayed() for s in sched.sources
-            )
-        if spawns:
-            sched.spawn(spawns)
+            timed = dispatch.needs_timer()
+        dispatch.spawn_pending()
         if timed:
-            self._maintenance.start()
+            self._timer.start()
 
     def pause(self) -> None:
         """Stop taking new jobs; running jobs finish (Pausing, then Paused)."""
-        self._sched.pause()
+        self._dispatch.pause()
 
     def resume(self) -> None:
         """Take jobs again after a pause."""
-        self._sched.resume()
+        self._dispatch.resume()
 
     def stop(self) -> None:
         """Stop taking jobs; returns at once. Running jobs finish; queued jobs are kept."""
-        with self._sched.lock:
-            self._sched.stop_locked()
+        with self._dispatch.lock:
+            self._dispatch.stop_locked()
 
     def restart(self) -> None:
         """Stop, wait until stopped, and start again; queued jobs are kept."""
-        sched = self._sched
-        with sched.lock:
-            sched.stop_locked()
-            generation = sched.generation
-        sched.wait_for(lambda: sched.state is State.STOPPED or sched.generation != generation, None)
-        with sched.lock:
-            if sched.generation != generation:
+        dispatch = self._dispatch
+        with dispatch.lock:
+            dispatch.stop_locked()
+            generation = dispatch.generation
+        dispatch.wait_for(
+            lambda: dispatch.state is State.STOPPED or dispatch.generation != generation, None
+        )
+        with dispatch.lock:
+            if dispatch.generation != generation:
                 raise RunningWorkerError()
         self.start()
 
     def tune_pool(self, concurrency: int) -> None:
         """Change the concurrency of a running worker (0 or less: the CPU count)."""
-        sched = self._sched
-        with sched.lock:
-            sched.tune_locked(concurrency if concurrency > 0 else cpu_count())
-            spawns = sched.take_spawns_locked()
-        if spawns:
-            sched.spawn(spawns)
+        dispatch = self._dispatch
+        with dispatch.lock:
+            dispatch.tune_locked(concurrency if concurrency > 0 else cpu_count())
+        dispatch.spawn_pending()
 
     # -- waits --------------------------------------------------------------------------------
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the queues are drained and nothing runs (paused/stopped: nothing runs)."""
-        sched = self._sched
+        dispatch = self._dispatch
 
         def settled() -> bool:
-            state = sched.state
+            state = dispatch.state
             if state is State.INITIATED:
                 return True
-            if sched.in_flight or sched.buffered or sched.acks_pending():
+            if dispatch.in_flight or dispatch.buffer or dispatch.acks_pending():
                 return False
-            return state is not State.ACTIVE or sched.queues_empty_locked()
+            return state is not State.ACTIVE or dispatch.queues_empty_locked()
 
-        return sched.wait_for(settled, timeout)
+        return dispatch.wait_for(settled, timeout)
 
     def wait_until_idle(self, timeout: float | None = None) -> bool:
         """Wait until the worker is Idle with empty queues."""
-        sched = self._sched
-        return sched.wait_for(
+        dispatch = self._dispatch
+        return dispatch.wait_for(
             lambda: (
-                sched.state is State.ACTIVE and sched.in_flight == 0 and sched.queues_empty_locked()
+                dispatch.state is State.ACTIVE
+                and dispatch.in_flight == 0
+                and dispatch.queues_empty_locked()
             ),
             timeout,
         )
 
     def wait_until_paused(self, timeout: float | None = None) -> bool:
         """Wait until the worker is Paused."""
-        sched = self._sched
-        return sched.wait_for(lambda: sched.state is State.PAUSED, timeout)
+        dispatch = self._dispatch
+        return dispatch.wait_for(lambda: dispatch.state is State.PAUSED, timeout)
 
     def wait_until_stopped(self, timeout: float | None = None) -> bool:
         """Wait until the worker is Stopped."""
-        sched = self._sched
-        return sched.wait_for(lambda: sched.state is State.STOPPED, timeout)
+        dispatch = self._dispatch
+        return dispatch.wait_for(lambda: dispatch.state is State.STOPPED, timeout)
 
     def pause_and_wait(self, timeout: float | None = None) -> bool:
         """Pause, then wait until Paused."""
@@ -330,7 +303,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self.stop()
         return True
 
-    def __enter__(self) -> BaseWorker[T, H, G]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -339,7 +312,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._sched.state is State.INITIATED:
+        if self._dispatch.state is State.INITIATED:
             return
         if exc_type is None:
             self.wait()
@@ -355,7 +328,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
     @property
     def status(self) -> Status:
         """The current :class:`Status`."""
-        return self._sched.status()
+        return self._dispatch.status()
 
     @property
     def is_running(self) -> bool:
@@ -368,66 +341,54 @@ class BaseWorker(MemoryBinding[T, H, G]):
     @property
     def is_active(self) -> bool:
         """Running or Idle."""
-        return self._sched.state is State.ACTIVE
+        return self._dispatch.state is State.ACTIVE
 
     @property
     def is_paused(self) -> bool:
-        return self._sched.state is State.PAUSED
+        return self._dispatch.state is State.PAUSED
 
     @property
     def is_stopped(self) -> bool:
-        return self._sched.state is State.STOPPED
+        return self._dispatch.state is State.STOPPED
 
     @property
     def metrics(self) -> Metrics:
         """Job counters of this process (see :class:`Metrics`)."""
-        return self._sched.metrics
+        return self._dispatch.metrics
 
     @property
     def num_pending(self) -> int:
         """Jobs waiting: in every bound queue, plus jobs taken from storage not yet started."""
-        return sum(source.waiting() for source in list(self._sched.sources))
+        return sum(source.waiting() for source in list(self._dispatch.sources))
 
     @property
     def num_processing(self) -> int:
         """Jobs running now."""
-        sched = self._sched
-        with sched.lock:
-            return sched.in_flight - sched.reserved
+        dispatch = self._dispatch
+        with dispatch.lock:
+            return dispatch.in_flight - dispatch.reserved
 
     @property
     def num_concurrency(self) -> int:
         """The concurrency limit."""
-        return self._sched.concurrency
+        return self._dispatch.concurrency
 
     @property
     def num_idle_workers(self) -> int:
         """Idle threads waiting for work (async workers: free slots)."""
-        sched = self._sched
+        dispatch = self._dispatch
         if self._is_async:
-            return max(sched.concurrency - sched.in_flight, 0)
-        return len(sched.idle)
+            return max(dispatch.concurrency - dispatch.in_flight, 0)
+        return len(dispatch.idle)
 
     def queue_stats(self) -> list[dict[str, Any]]:
         """Per bound queue: name, kind and counts (from the storage, for storage queues).
 
         Each dict has ``name``, ``kind`` (``"fifo"`` or ``"priority"``), ``storage``
-        (``"memory"`` or the adapter's type), ``waiting``, ``in_flight``, ``delayed``,
+        (``"memory"`` or the adapter's package), ``waiting``, ``in_flight``, ``delayed``,
         ``dead`` and ``oldest_age`` (seconds; 0 for in-memory queues).
         """
-        rows: list[dict[str, Any]] = []
-        for source in list(self._sched.sources):
-            if isinstance(source, MemorySource):
-                stats = source.stats()
-                kind = "priority" if source.prioritised else "fifo"
-                where = "memory"
-            else:
-                assert isinstance(source, StorageSource)
-                stats = source.stats()
-                kind = "priority" if source.prioritised else "fifo"
-                where = type(source.storage).__module__.split(".")[0]
-            rows.append({"name": source.label, "kind": kind, "storage": where, **stats})
-        return rows
+        return [source.describe() for source in list(self._dispatch.sources)]
 
     def errs(self) -> queue.Queue[BaseException]:
         """Reported errors, oldest first; bounded, the oldest are dropped on overflow."""

@@ -241,5 +241,7 @@ def test_a_raising_job_does_not_stop_the_jobs_after_it(kind: str) -> None:
 
 
 def test_job_status_values_are_the_upstream_strings() -> None:
-    assert [s.value for s in JobStatus] == ["Created", "Queued", "Processing", "Finished", "Closed"]
+    # Upstream's "Finished" is never a state of a handle here (it closes at once); stored
+    # envelopes that say "Finished" still decode.
+    assert [s.value for s in JobStatus] == ["Created", "Queued", "Processing", "Closed"]
     assert str(JobStatus.QUEUED) == "Queued"

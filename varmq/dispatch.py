@@ -1,18 +1,20 @@
-"""The worker's heart: lifecycle state, slots, and the step that hands a job to a slot.
+"""The worker's dispatcher: lifecycle state, slots, and the step that gives a slot its next job.
 
 A *slot* is one unit of concurrency: a job holds one from the moment it is taken until it is
-closed. Threads (or, for ``async def`` functions, one event loop) ask :meth:`Scheduler.step`
-what to do next; it answers "run this job", "take from that storage" (done outside the lock),
-"park" or "retire". There is no dispatcher thread between a queue and the thread that runs the
-job: a thread takes for itself, so a job costs no thread hand-off.
+settled. The runner's threads (or, for ``async def`` functions, its one dispatch coroutine) ask
+:meth:`Dispatcher.step_locked` what to do next; it answers with a :class:`~varmq.sources.Step`:
+run this job, take from that source (done outside the lock), park, or retire. There is no
+dispatcher thread between a queue and the thread that runs the job: a thread takes for itself,
+so a job costs no thread hand-off. Which queue to take from is the strategy's choice
+(:mod:`varmq.strategies`); how to take from it is the source's (:mod:`varmq.sources`).
 
-Everything below the lock line is guarded by ``Scheduler.lock``. Its invariants:
+Everything below the lock line is guarded by ``Dispatcher.lock``. Its invariants:
 
-- ``in_flight`` = jobs running + slots reserved for a storage take under way (``reserved``);
+- ``in_flight`` = jobs running + slots reserved for a take under way (``reserved``);
   ``in_flight <= concurrency`` except briefly after ``tune_pool`` lowered it.
-- ``buffered`` = jobs taken from storage and not started yet, waiting in their source's
-  buffer for a free slot; at most ``prefetch`` beyond the slots free at the take. They run
-  in every state (their leases are renewed meanwhile): Paused and Stopped wait for them.
+- ``buffer`` holds jobs taken from storage and not started yet, waiting for a free slot; at
+  most ``prefetch`` beyond the slots free at the take. They run in every state (their leases
+  are renewed meanwhile): Paused and Stopped wait for them.
 - a parked slot is in ``idle`` exactly when its park lock is held and nobody released it.
 """
 
@@ -20,17 +22,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from . import errors
+from .job import Job
 from .metrics import Metrics
-from .queues import MemoryPriorityQueue, MemoryQueue
-from .sources import MemorySource, Source, StorageJob, StorageSource
+from .retry import Outcome
+from .sources import Source, Step
 from .states import STATUS_OF, State, Status, state_error
 from .strategies import Strategy, pick
 
-__all__ = ["Scheduler", "Slot", "State", "Status"]
+__all__ = ["Dispatcher", "Runner", "Slot"]
 
 
 class Slot:
@@ -43,17 +47,23 @@ class Slot:
         self.park.acquire()
 
 
-# Steps a thread can be told to take.
-RUN, TAKE, PARK, RETIRE = range(4)
+class Runner(Protocol):
+    """Where job functions run (:mod:`varmq.runners`), as the dispatcher drives it."""
 
-# How a run ended, for the counters: returned; raised (final); raised and handed back for
-# another attempt; raised and moved to the dead letters.
-OK, FAILED, RETRIED, DEAD = range(4)
+    #: Most threads (dispatch loops) it runs at once; ``None``: the concurrency.
+    thread_limit: int | None
 
-Decode = Callable[[Any], Any]
+    def start_locked(self) -> None:
+        """The worker started: create what runs jobs (called under the dispatcher's lock)."""
+
+    def spawn(self, n: int) -> None:
+        """Start ``n`` more threads (called without the lock)."""
+
+    def wake(self, slot: Slot) -> None:
+        """Wake the parked ``slot`` (called under the lock)."""
 
 
-class Scheduler:
+class Dispatcher:
     """Lifecycle, slot accounting and job selection for one worker."""
 
     def __init__(
@@ -64,8 +74,9 @@ class Scheduler:
         idle_expiry: float,
         min_idle_ratio: int,
         poll_interval: float,
-        decode: Decode | None,
-        prefetch: int | None = None,
+        prefetch: int | None,
+        make_runner: Callable[[Dispatcher], Runner],
+        on_stopped: Callable[[], None],
     ) -> None:
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
@@ -74,36 +85,28 @@ class Scheduler:
         self.idle_expiry = idle_expiry
         self.min_idle_ratio = min_idle_ratio
         self.poll_interval = poll_interval
-        self.decode = decode
         # Jobs a storage take may fetch beyond the free slots (None: the concurrency).
         self.prefetch = prefetch
+        self._on_stopped = on_stopped
         # -- guarded by lock --
         self.state = State.INITIATED
         self.concurrency = concurrency
         self.in_flight = 0
-        self.buffered = 0
         self.reserved = 0
+        self.buffer: deque[tuple[Source, Job[Any]]] = deque()
         self.threads = 0
         self.waking = 0
         self.idle: list[Slot] = []
         self.sources: list[Source] = []
-        self.storage_sources: list[StorageSource] = []
-        # The one source, when it is the worker's only one and a built-in in-memory queue:
-        # threads then take from it without the lock (see ThreadRunner._run_on).
-        self.fast_source: MemorySource | None = None
+        # The one source and its storage, when it is the worker's only one and threads may
+        # take from it without the lock (see ThreadRunner._run_on).
+        self.fast: tuple[Source, Any] | None = None
         self.cursor = -1
         self.spawns = 0
         self.generation = 0
         # Threads blocked in wait_for: nobody to notify when it is 0 (most of the time).
         self.waiters = 0
-        # Set by the runner: wakes one parked slot or asks for a spawn. Called under lock.
-        self.wake_slot: Callable[[Slot], None] = _release
-        self.on_stopped: Callable[[], None] = _nothing
-        self.on_taken: Callable[[list[StorageJob]], None] = _ignore_jobs
-        # Starts n new threads; set by the runner, always called without the lock held.
-        self.spawn: Callable[[int], None] = _ignore_count
-        # The async runner has one dispatcher whatever the concurrency.
-        self.thread_limit: int | None = None
+        self.runner = make_runner(self)
 
     # -- derived values --------------------------------------------------------------------
 
@@ -114,7 +117,7 @@ class Scheduler:
     def status(self) -> Status:
         state = self.state
         if state is State.ACTIVE:
-            return Status.RUNNING if self.in_flight or self.buffered else Status.IDLE
+            return Status.RUNNING if self.in_flight or self.buffer else Status.IDLE
         return STATUS_OF[state]
 
     def state_error(self) -> errors.VarMQError:
@@ -127,35 +130,32 @@ class Scheduler:
         with self.lock:
             self.sources.append(source)
             self.sources.sort(key=lambda s: (s.rank, s.index))
-            if isinstance(source, StorageSource):
-                self.storage_sources.append(source)
-                source.on_settled = self.acks_settled
             only = self.sources[0] if len(self.sources) == 1 else None
-            self.fast_source = (
-                only
-                if isinstance(only, MemorySource) and type(only.storage) in _ATOMIC_QUEUES
-                else None
-            )
+            queue = only.lock_free_queue() if only is not None else None
+            self.fast = None if only is None or queue is None else (only, queue)
             # Binding always wakes the worker: jobs already stored start without another signal.
             self.wake_locked()
             self.changed.notify_all()
             spawns = self.take_spawns_locked()
         if spawns:
-            self.spawn(spawns)
+            self.runner.spawn(spawns)
+
+    def needs_timer(self) -> bool:
+        return any(source.needs_timer() for source in self.sources)
 
     # -- signals ----------------------------------------------------------------------------
 
-    def signal(self, submitted: int = 0, source: StorageSource | None = None) -> None:
+    def signal(self, submitted: int = 0, source: Source | None = None) -> None:
         """New work may be there: count ``submitted`` jobs and wake a slot if one is needed."""
         with self.lock:
             self.metrics.submitted += submitted
             if source is not None:
-                source.maybe_ready = True
+                source.signalled_locked()
             if self.waking == 0:
                 self.wake_locked()
             spawns = self.take_spawns_locked()
         if spawns:
-            self.spawn(spawns)
+            self.runner.spawn(spawns)
 
     def add_submitted(self, n: int) -> None:
         """Count jobs accepted for later (delayed): nothing to wake for yet."""
@@ -172,8 +172,8 @@ class Scheduler:
         if self.idle:
             slot = self.idle.pop()
             self.waking += 1
-            self.wake_slot(slot)
-        elif self.threads < (self.thread_limit or self.concurrency):
+            self.runner.wake(slot)
+        elif self.threads < (self.runner.thread_limit or self.concurrency):
             self.threads += 1
             self.waking += 1
             self.spawns += 1
@@ -182,99 +182,85 @@ class Scheduler:
         n, self.spawns = self.spawns, 0
         return n
 
+    def spawn_pending(self) -> None:
+        """Start the threads planned under the lock (call without it)."""
+        with self.lock:
+            spawns = self.take_spawns_locked()
+        if spawns:
+            self.runner.spawn(spawns)
+
     # -- the step ---------------------------------------------------------------------------
 
-    def step_locked(self, retire_idle: bool) -> tuple[int, Any]:
+    def step_locked(self, retire_idle: bool) -> tuple[Step, Source | None, Any]:
         """Decide what the calling slot does next. Must hold ``lock``.
 
-        Returns ``(RUN, job)``, ``(TAKE, (source, n))``, ``(PARK, None)`` or
-        ``(RETIRE, None)``. ``retire_idle`` is False for the async runner, whose single
+        Returns ``(RUN, source, job)``, ``(TAKE, source, n)``, ``(PARK, None, None)`` or
+        ``(RETIRE, None, None)``. ``retire_idle`` is False for the async runner, whose single
         dispatcher never retires while the worker lives.
         """
-        if self.buffered and self.in_flight < self.concurrency:
+        if self.buffer and self.in_flight < self.concurrency:
             # Taken jobs run in every state: their lease is ticking.
-            for source in self.storage_sources:
-                if source.buffer:
-                    self.buffered -= 1
-                    self.in_flight += 1
-                    return RUN, source.buffer.popleft()
+            source, job = self.buffer.popleft()
+            source.buffered -= 1
+            self.in_flight += 1
+            return Step.RUN, source, job
         if self.state is State.ACTIVE:
-            usable: Callable[[Source], bool] = _always
-            if self.storage_sources:
-                now = time.monotonic()
-
-                def usable(s: Source) -> bool:
-                    return s.usable(now)
-
+            now = time.monotonic()
             sources = self.sources
             for _ in range(4):
                 if self.in_flight >= self.concurrency:
                     break
                 if len(sources) == 1:
                     picked: Source | None = sources[0]
-                    if not (usable(sources[0]) and sources[0].has_work()):
+                    if not sources[0].ready_locked(now):
                         break
                 else:
-                    picked, self.cursor = pick(self.strategy, sources, self.cursor, usable)
-                    if picked is None:
-                        break
-                if isinstance(picked, MemorySource):
-                    job = picked.take(self.decode)
-                    if job is None:
-                        continue
-                    self.in_flight += 1
-                    if self.waking == 0 and self.in_flight < self.concurrency and picked.has_work():
-                        # More is waiting: pass the baton so load ramps up.
-                        self.wake_one_locked()
-                    return RUN, job
-                assert isinstance(picked, StorageSource)
-                source = picked
-                n = 1
-                if source.batched:
-                    # Every free slot, plus a prefetch so that one round trip feeds the slots
-                    # that free up while these jobs run.
-                    limit = self.concurrency if self.prefetch is None else self.prefetch
-                    n = self.concurrency - self.in_flight + max(limit - self.buffered, 0)
-                # One take at a time per source; a signal during the take sets it again.
-                source.taking = True
-                source.maybe_ready = False
-                self.in_flight += 1  # the taker's own slot
-                self.reserved += 1
-                return TAKE, (source, n)
+                    picked, self.cursor = pick(self.strategy, sources, self.cursor, now)
+                if picked is None:
+                    break
+                limit = self.concurrency if self.prefetch is None else self.prefetch
+                planned = picked.plan_locked(
+                    self.concurrency - self.in_flight, max(limit - len(self.buffer), 0)
+                )
+                if planned is None:
+                    continue
+                step, arg = planned
+                self.in_flight += 1  # the slot of the job, or of the taker
+                if step is Step.TAKE:
+                    self.reserved += 1
+                elif (
+                    self.waking == 0
+                    and self.in_flight < self.concurrency
+                    and picked.ready_locked(now)
+                ):
+                    # More is waiting: pass the baton so load ramps up.
+                    self.wake_one_locked()
+                return step, picked, arg
         if self.state is State.STOPPING or self.state is State.STOPPED:
-            return RETIRE, None
+            return Step.RETIRE, None, None
         if retire_idle and self.threads > self.concurrency:
-            return RETIRE, None
-        return PARK, None
+            return Step.RETIRE, None, None
+        return Step.PARK, None, None
 
     def taken_locked(
-        self, source: StorageSource, n: int, delivered: int, jobs: list[StorageJob]
-    ) -> StorageJob | None:
-        """Account a storage take of up to ``n`` jobs; returns the job for the taker's slot.
+        self, source: Source, n: int, delivered: int, jobs: list[Job[Any]]
+    ) -> Job[Any] | None:
+        """Account a take of up to ``n`` jobs; returns the job for the taker's slot.
 
-        ``delivered`` counts what the storage handed out (undecodable items included): a
-        full batch means more may be waiting. The other jobs wait in the source's buffer and
-        a slot is woken for each one a free slot can run now.
+        ``delivered`` counts what the storage handed out (undecodable items included). The
+        other jobs wait in the buffer, and a slot is woken for each one a free slot can run.
         """
         self.reserved -= 1
-        source.taking = False
-        if source.retry_at:
-            source.maybe_ready = True  # retried once the back-off is over
-        elif delivered >= n:
-            source.maybe_ready = True
-        elif not source.maybe_ready:
-            # Short take and no signal since it began: empty until polled or signalled.
-            source.empty_since = time.monotonic()
+        source.taken_locked(n, delivered, jobs)
         if not jobs:
             # The taker steps again right after this: nobody else needs waking.
             self.release_locked(1, wake=False)
             return None
         source.running += len(jobs)
-        self.on_taken(jobs)
         first, rest = jobs[0], jobs[1:]
         if rest:
-            source.buffer.extend(rest)
-            self.buffered += len(rest)
+            self.buffer.extend((source, job) for job in rest)
+            source.buffered += len(rest)
             for _ in range(min(len(rest), self.concurrency - self.in_flight)):
                 self.wake_one_locked()
         return first
@@ -289,32 +275,30 @@ class Scheduler:
         metrics.completed += ok + failed + dead
         metrics.dead_lettered += dead
 
-    def finish_locked(self, job: Any, outcome: int, wake: bool = True) -> None:
-        """Account one run of ``job`` that ended with ``outcome`` (OK, FAILED, ...).
+    def finish_locked(self, source: Source, outcome: Outcome, wake: bool = True) -> None:
+        """Account one run of a job of ``source`` that ended with ``outcome``.
 
         ``wake=False`` when the caller takes its next step right away: it needs no one else.
         """
         metrics = self.metrics
-        if outcome == OK:
+        if outcome is Outcome.OK:
             metrics.successful += 1
         else:
             metrics.failed += 1
-        if outcome == RETRIED:
+        if outcome is Outcome.RETRIED:
             metrics.retried += 1
         else:
             metrics.completed += 1
-            if outcome == DEAD:
+            if outcome is Outcome.DEAD:
                 metrics.dead_lettered += 1
-        origin = job.source if isinstance(job, StorageJob) else getattr(job, "_origin", None)
-        if origin is not None:
-            origin.running -= 1
+        source.running -= 1
         self.release_locked(1, wake)
 
     def release_locked(self, n: int, wake: bool = True) -> None:
         if n <= 0:
             return
         self.in_flight -= n
-        if self.in_flight == 0 and not self.buffered:
+        if self.in_flight == 0 and not self.buffer:
             if self.state is State.PAUSING:
                 self.state = State.PAUSED
             self.check_stopped_locked()
@@ -323,7 +307,7 @@ class Scheduler:
         if wake and self.waking == 0:
             if self.state is State.ACTIVE:
                 self.wake_locked()
-            elif self.buffered:
+            elif self.buffer:
                 self.wake_one_locked()  # paused or stopping: taken jobs still run
 
     def acks_settled(self) -> None:
@@ -333,6 +317,37 @@ class Scheduler:
             if self.waiters:
                 self.changed.notify_all()
 
+    def acks_pending(self) -> bool:
+        return any(source.pending_acks for source in self.sources)
+
+    # -- threads ----------------------------------------------------------------------------
+
+    def thread_added_locked(self, parked: Slot | None) -> None:
+        """A runner created a thread (that starts parked on ``parked``, if given)."""
+        self.threads += 1
+        if parked is not None:
+            self.idle.append(parked)
+
+    def parked_locked(self, slot: Slot) -> None:
+        """``slot`` waits to be woken."""
+        self.idle.append(slot)
+
+    def unpark_locked(self, slot: Slot) -> None:
+        """Wake ``slot`` if it is parked."""
+        if slot in self.idle:
+            self.idle.remove(slot)
+            self.waking += 1
+            self.runner.wake(slot)
+
+    def woken_locked(self) -> None:
+        """A woken slot is awake and stepping."""
+        self.waking = max(self.waking - 1, 0)
+
+    def surplus_locked(self) -> bool:
+        """Whether an idle thread is one too many (idle above the minimum, or above the
+        concurrency)."""
+        return len(self.idle) > self.min_idle or self.threads > self.concurrency
+
     def retire_locked(self) -> None:
         self.threads -= 1
         self.check_stopped_locked()
@@ -341,13 +356,13 @@ class Scheduler:
         if (
             self.state is State.STOPPING
             and self.in_flight == 0
-            and self.buffered == 0
+            and not self.buffer
             and self.threads == 0
-            and not any(source.unacked for source in self.storage_sources)
+            and not self.acks_pending()
         ):
             self.state = State.STOPPED
             self.changed.notify_all()
-            self.on_stopped()
+            self._on_stopped()
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -358,12 +373,14 @@ class Scheduler:
         self.state = State.ACTIVE
         self.generation += 1
         self.changed.notify_all()
+        self.runner.start_locked()
+        self.wake_locked()
 
     def pause(self) -> None:
         with self.lock:
             state = self.state
             if state is State.ACTIVE:
-                busy = self.in_flight or self.buffered
+                busy = self.in_flight or self.buffer
                 self.state = State.PAUSING if busy else State.PAUSED
                 self.changed.notify_all()
             elif state in (State.PAUSING, State.PAUSED):
@@ -383,7 +400,7 @@ class Scheduler:
             self.wake_locked()
             spawns = self.take_spawns_locked()
         if spawns:
-            self.spawn(spawns)
+            self.runner.spawn(spawns)
 
     def stop_locked(self) -> None:
         state = self.state
@@ -394,7 +411,7 @@ class Scheduler:
         self.state = State.STOPPING
         # Parked slots wake up, see STOPPING and retire.
         while self.idle:
-            self.wake_slot(self.idle.pop())
+            self.runner.wake(self.idle.pop())
             self.waking += 1
         self.changed.notify_all()
         self.check_stopped_locked()
@@ -413,7 +430,7 @@ class Scheduler:
             # Without an expiry, surplus idle threads go now; with one, the expiry trims them.
             surplus = min(len(self.idle) - self.min_idle, self.threads - concurrency)
             for _ in range(max(surplus, 0)):
-                self.wake_slot(self.idle.pop())
+                self.runner.wake(self.idle.pop())
                 self.waking += 1
 
     # -- waiting ----------------------------------------------------------------------------
@@ -441,32 +458,5 @@ class Scheduler:
                     self.waiters -= 1
             return True
 
-    def acks_pending(self) -> bool:
-        return any(source.unacked for source in self.storage_sources)
-
     def queues_empty_locked(self) -> bool:
         return all(source.waiting() == 0 for source in self.sources)
-
-
-# Built-in queues whose dequeue is atomic on its own, so threads may take without the lock.
-_ATOMIC_QUEUES = (MemoryQueue, MemoryPriorityQueue)
-
-
-def _always(source: Source) -> bool:
-    return True
-
-
-def _release(slot: Slot) -> None:
-    slot.park.release()
-
-
-def _nothing() -> None:
-    return None
-
-
-def _ignore_jobs(jobs: list[StorageJob]) -> None:
-    return None
-
-
-def _ignore_count(n: int) -> None:
-    return None

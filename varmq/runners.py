@@ -1,0 +1,303 @@
+"""Where job functions run: threads for plain functions, one event loop for coroutines.
+
+Both runners drive the same :class:`~varmq.dispatch.Dispatcher` step, so concurrency,
+lifecycle and metrics are identical. Neither has a dispatcher thread in front of it: a thread
+(or the loop's dispatch coroutine) takes the next job itself, runs it, and hands the run to the
+job's source to settle (:meth:`~varmq.sources.Source.settle`) before its slot is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .dispatch import Dispatcher, Slot
+from .job import Job
+from .retry import Outcome
+from .sources import Source, Step
+from .states import State
+
+__all__ = ["AsyncRunner", "ThreadRunner"]
+
+# Without an idle expiry, threads above the minimum idle count exit after this long without
+# work: starting a thread costs far more than a job, so a burst should not churn them.
+IDLE_GRACE = 0.2
+
+
+class ThreadRunner:
+    """Runs a plain job function on up to ``concurrency`` threads, created on demand.
+
+    Each thread exists to run jobs; the worker owns it and stops it by ``stop()`` (it retires
+    when it finds the worker stopping). Threads are daemons so that a process that never
+    stops its worker can still exit; ``stop_and_wait`` is how to finish work first.
+    """
+
+    thread_limit: int | None = None
+
+    def __init__(self, dispatch: Dispatcher, name: str, fn: Callable[[Any], Any]) -> None:
+        self._dispatch = dispatch
+        self._name = name
+        self._fn = fn
+        self._numbers = itertools.count(1)
+
+    def start_locked(self) -> None:
+        """Create the first thread, parked, so a started worker has one idle thread."""
+        slot = Slot()
+        self._dispatch.thread_added_locked(slot)
+        self._start_thread(slot, parked=True)
+
+    def spawn(self, n: int) -> None:
+        for _ in range(n):
+            self._start_thread(Slot(), parked=False)
+
+    def wake(self, slot: Slot) -> None:
+        slot.park.release()
+
+    def _start_thread(self, slot: Slot, parked: bool) -> None:
+        thread = threading.Thread(
+            target=self._main,
+            args=(slot, parked),
+            name=f"varmq:{self._name}:worker-{next(self._numbers)}",
+            daemon=True,
+        )
+        thread.start()
+
+    def _main(self, slot: Slot, parked: bool) -> None:
+        dispatch = self._dispatch
+        finished: tuple[Source, Outcome] | None = None
+        woken = not parked
+        while True:
+            if parked:
+                if not self._park(slot):
+                    return
+                woken = True
+            tally: list[int] | None = None
+            if finished is not None and dispatch.fast is not None:
+                finished, tally = self._run_on(finished)
+            with dispatch.lock:
+                if woken:
+                    dispatch.woken_locked()
+                    woken = False
+                if tally is not None:
+                    dispatch.count_locked(tally)
+                if finished is not None:
+                    dispatch.finish_locked(finished[0], finished[1], wake=False)
+                step, source, arg = dispatch.step_locked(True)
+                if step is Step.PARK:
+                    dispatch.parked_locked(slot)
+                elif step is Step.RETIRE:
+                    dispatch.retire_locked()
+                spawns = dispatch.take_spawns_locked()
+            finished = None
+            if spawns:
+                self.spawn(spawns)
+            parked = step is Step.PARK
+            if step is Step.RUN:
+                assert source is not None
+                finished = source, self._run(source, arg)
+            elif step is Step.TAKE:
+                assert source is not None
+                job = self._take(source, arg)
+                if job is not None:
+                    finished = source, self._run(source, job)
+            elif step is Step.RETIRE:
+                return
+
+    def _run_on(
+        self, finished: tuple[Source, Outcome]
+    ) -> tuple[tuple[Source, Outcome], list[int] | None]:
+        """Keep the slot and run the next jobs of the worker's one lock-free in-memory queue.
+
+        The common case (one built-in in-memory queue, active worker, a backlog) then costs
+        no dispatcher lock per job: the queue's own take is atomic, the job's claim is under
+        the job's lock, and the slot simply passes from one job to the next. The outcomes
+        are tallied here and counted when the thread next takes the lock. Reading the state
+        without the lock is safe: the slot is still held, so a pause or stop waits for it.
+        """
+        dispatch = self._dispatch
+        fast = dispatch.fast
+        tally: list[int] | None = None
+        while (
+            fast is not None
+            and fast[0] is finished[0]
+            and dispatch.state is State.ACTIVE
+            and dispatch.in_flight <= dispatch.concurrency
+        ):
+            source, queue = fast
+            item = queue.dequeue()
+            if item is None:
+                break
+            try:
+                if not item._claim():
+                    continue  # cancelled while it waited
+                job = item
+            except AttributeError:  # not a job handle: what the locked take would do
+                job = source.runnable(item)
+                if job is None:
+                    continue
+            if tally is None:
+                tally = [0, 0, 0, 0]
+            tally[finished[1]] += 1
+            if dispatch.idle and dispatch.waking == 0 and len(queue):
+                with dispatch.lock:
+                    dispatch.wake_locked()
+                    spawns = dispatch.take_spawns_locked()
+                if spawns:
+                    self.spawn(spawns)
+            finished = source, self._run(source, job)
+            fast = dispatch.fast
+        return finished, tally
+
+    def _take(self, source: Source, n: int) -> Job[Any] | None:
+        dispatch = self._dispatch
+        delivered, jobs = source.take(n)
+        with dispatch.lock:
+            job = dispatch.taken_locked(source, n, delivered, jobs)
+            spawns = dispatch.take_spawns_locked()
+        if spawns:
+            self.spawn(spawns)
+        return job
+
+    def _run(self, source: Source, job: Job[Any]) -> Outcome:
+        try:
+            value = self._fn(job)
+            error = None
+        except BaseException as exc:
+            value, error = None, exc
+        return source.settle(job, value, error)
+
+    def _park(self, slot: Slot) -> bool:
+        """Wait to be woken; ``False`` when the thread should retire instead."""
+        dispatch = self._dispatch
+        expiry = dispatch.idle_expiry if dispatch.idle_expiry > 0 else IDLE_GRACE
+        while True:
+            if slot.park.acquire(timeout=expiry):
+                return True
+            with dispatch.lock:
+                if slot in dispatch.idle:
+                    if dispatch.surplus_locked():
+                        dispatch.idle.remove(slot)
+                        dispatch.retire_locked()
+                        return False
+                    continue
+            # Someone took the slot off the idle list and is releasing it right now.
+            slot.park.acquire()
+            return True
+
+
+class AsyncRunner:
+    """Runs an ``async def`` job function on one event loop thread owned by the worker.
+
+    One dispatch coroutine takes jobs while slots are free and starts a task per job; storage
+    calls (takes, acknowledgements) go to a small thread pool so they never block the loop.
+    """
+
+    # The one dispatch coroutine, whatever the concurrency.
+    thread_limit: int | None = 1
+
+    def __init__(
+        self, dispatch: Dispatcher, name: str, fn: Callable[[Any], Awaitable[Any]]
+    ) -> None:
+        self._dispatch = dispatch
+        self._name = name
+        self._fn = fn
+        self._slot = Slot()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._io: ThreadPoolExecutor | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def start_locked(self) -> None:
+        self._dispatch.thread_added_locked(None)
+        ready = threading.Event()
+        thread = threading.Thread(
+            target=self._thread_main, args=(ready,), name=f"varmq:{self._name}:loop", daemon=True
+        )
+        thread.start()
+        ready.wait()
+
+    def spawn(self, n: int) -> None:
+        return None  # the one loop thread is started with the worker
+
+    def _thread_main(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._wakeup = asyncio.Event()
+        self._io = ThreadPoolExecutor(4, thread_name_prefix=f"varmq:{self._name}:io")
+        ready.set()
+        try:
+            loop.run_until_complete(self._dispatch_loop())
+        finally:
+            self._io.shutdown(wait=True)
+            loop.close()
+
+    def wake(self, slot: Slot) -> None:
+        loop, wakeup = self._loop, self._wakeup
+        if loop is None or wakeup is None:
+            return
+        if _running_loop() is loop:
+            wakeup.set()
+        else:
+            loop.call_soon_threadsafe(wakeup.set)
+
+    async def _dispatch_loop(self) -> None:
+        dispatch = self._dispatch
+        loop = asyncio.get_running_loop()
+        assert self._wakeup is not None and self._io is not None
+        while True:
+            with dispatch.lock:
+                if self._wakeup.is_set():
+                    self._wakeup.clear()
+                    dispatch.woken_locked()
+                step, source, arg = dispatch.step_locked(False)
+                if step is Step.RETIRE:
+                    if dispatch.in_flight == 0:
+                        dispatch.retire_locked()
+                        return
+                    step = Step.PARK
+                if step is Step.PARK:
+                    dispatch.parked_locked(self._slot)
+            if step is Step.RUN:
+                assert source is not None
+                self._start(source, arg)
+            elif step is Step.TAKE:
+                assert source is not None
+                delivered, jobs = await loop.run_in_executor(self._io, source.take, arg)
+                with dispatch.lock:
+                    job = dispatch.taken_locked(source, arg, delivered, jobs)
+                if job is not None:
+                    self._start(source, job)
+            else:
+                await self._wakeup.wait()
+
+    def _start(self, source: Source, job: Job[Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(source, job))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, source: Source, job: Job[Any]) -> None:
+        dispatch = self._dispatch
+        try:
+            value = await self._fn(job)
+            error = None
+        except BaseException as exc:
+            value, error = None, exc
+        outcome = await source.settle_async(job, value, error, self._io)
+        with dispatch.lock:
+            dispatch.finish_locked(source, outcome)
+            if dispatch.in_flight == 0 and dispatch.state is State.STOPPING:
+                self._wake_dispatcher_locked()
+
+    def _wake_dispatcher_locked(self) -> None:
+        self._dispatch.unpark_locked(self._slot)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -1,0 +1,447 @@
+"""A bound storage queue as the worker sees it: leased takes, lease renewal, acknowledgements.
+
+:class:`StorageSource` is the worker's side of the storage contract (:mod:`varmq.protocols`) for
+persistent and distributed queues. It takes jobs in batches (one per free slot plus a prefetch),
+decodes their JSON envelopes, keeps their leases alive while they wait or run, and settles each
+run through the storage: an acknowledgement (group-committed, see :class:`_Acks`), a nack with
+a delay, or a dead letter. It also knows when the storage is worth looking at again: after a
+signal, a poll interval after it was found empty, when a back-off after an error ends, or when
+a job this process delayed falls due.
+
+Its readiness fields (``maybe_ready``, ``taking``, ``empty_since``, ``retry_at``, ``wake_at``)
+are guarded by the dispatcher's lock and changed only by the methods here. Its invariant: a
+source is taken from by one thread at a time (``taking``), and a source found empty is looked
+at again no later than ``poll`` seconds after, or at once when anyone signals it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from typing import Any, cast
+
+from . import envelope
+from .errors import (
+    AcknowledgeJobError,
+    FailedToCastJobError,
+    FailedToDequeueError,
+    LeaseLostError,
+    ParseJobError,
+)
+from .job import Job
+from .protocols import (
+    IAcknowledgeable,
+    IBatchAcknowledgeable,
+    ICountedDelivery,
+    IDeadLetterable,
+    ILeaseExtendable,
+    IMultiAcknowledgeable,
+    INackable,
+    IQueueStats,
+    QueueStats,
+)
+from .retry import Outcome, after_failure
+from .sources import Source, Step
+
+__all__ = ["StorageJob", "StorageSource"]
+
+# Back-off after a failed take starts here and doubles up to the poll interval.
+_FIRST_BACKOFF = 0.01
+# After a renewal that raised (storage unreachable), try again this soon.
+_RENEW_RETRY = 1.0
+
+
+class StorageJob(Job[Any]):
+    """A job taken from storage: it carries its lease (ack id) and when to renew it."""
+
+    __slots__ = ("ack_id", "renew_at")
+
+    def __init__(self, job_id: str, data: Any, attempt: int, ack_id: str) -> None:
+        # Job's fields set here directly: this runs once per job taken.
+        self.id = job_id
+        self.data = data
+        self.attempt = attempt
+        self.ack_id = ack_id
+        self.renew_at = 0.0
+
+
+class StorageSource(Source):
+    """A persistent or distributed queue: batch takes, leases, acknowledgement."""
+
+    def __init__(
+        self,
+        storage: Any,
+        *,
+        poll: float,
+        poison_limit: int,
+        wake_timer: Callable[[], None],
+        on_settled: Callable[[], None],
+        **options: Any,
+    ) -> None:
+        super().__init__(storage, on_delayed=wake_timer, **options)
+        self.storage_label = type(storage).__module__.split(".")[0]
+        self._poll = poll
+        self._poison_limit = poison_limit
+        # What the storage offers, asked once.
+        self._counted = isinstance(storage, ICountedDelivery)
+        self._batched = isinstance(storage, IBatchAcknowledgeable)
+        self._acked = isinstance(storage, IAcknowledgeable)
+        self._leased = isinstance(storage, ILeaseExtendable)
+        self.retries = isinstance(storage, INackable) and isinstance(storage, IDeadLetterable)
+        self._buries = isinstance(storage, IDeadLetterable)
+        # -- readiness, guarded by the dispatcher's lock --
+        # Storage is assumed to hold jobs until a take finds it empty.
+        self.maybe_ready = True
+        self.taking = False
+        self.empty_since = 0.0
+        self.retry_at = 0.0
+        self._backoff = 0.0
+        # Monotonic time at which a job this process delayed or gave back becomes due (0: none).
+        self.wake_at = 0.0
+        # Guards _leases: the jobs taken and not settled whose leases this source renews.
+        self._lease_lock = threading.Lock()
+        self._leases: dict[int, StorageJob] = {}
+        self._acks = _Acks(
+            storage, isinstance(storage, IMultiAcknowledgeable), self._report, on_settled
+        )
+
+    # -- selection ---------------------------------------------------------------------------
+
+    def signalled_locked(self) -> None:
+        """Someone added a job (this process, or another one that notified): look again."""
+        self.maybe_ready = True
+
+    def ready_locked(self, now: float) -> bool:
+        return self.maybe_ready and not self.taking and self.retry_at <= now
+
+    def plan_locked(self, free: int, room: int) -> tuple[Step, Any] | None:
+        # Every free slot, plus a prefetch so that one round trip feeds the slots that free up
+        # while these jobs run. One take at a time; a signal during the take sets it again.
+        self.taking = True
+        self.maybe_ready = False
+        return Step.TAKE, (free + room if self._batched else 1)
+
+    def take(self, n: int) -> tuple[int, list[Job[Any]]]:
+        """Take up to ``n`` jobs: ``(how many the storage handed out, the decoded jobs)``.
+
+        A storage error starts a back-off (``retry_at``), is reported, and gives ``(0, [])``.
+        """
+        try:
+            deliveries = self._take_raw(n)
+        except Exception as exc:
+            self._backoff = min(max(self._backoff * 2, _FIRST_BACKOFF), self._poll)
+            self.retry_at = time.monotonic() + self._backoff
+            self._report(FailedToDequeueError(self.label, exc))
+            return 0, []
+        self._backoff = 0.0
+        self.retry_at = 0.0
+        jobs: list[Job[Any]] = []
+        for item, ack_id, attempt in deliveries:
+            job = self._decode(item, ack_id, attempt)
+            if job is not None:
+                jobs.append(job)
+        return len(deliveries), jobs
+
+    def _take_raw(self, n: int) -> Sequence[tuple[Any, str, int]]:
+        storage = self.storage
+        if self._counted:
+            return [(i, a, int(k)) for i, a, k in storage.dequeue_batch_with_attempts(n)]
+        if self._batched:
+            return [(i, a, 1) for i, a in storage.dequeue_batch_with_ack_ids(n)]
+        if self._acked:
+            got = storage.dequeue_with_ack_id()
+            return [] if got is None else [(got[0], got[1], 1)]
+        item = storage.dequeue()
+        return [] if item is None else [(item, "", 1)]
+
+    def _decode(self, item: Any, ack_id: str, attempt: int) -> StorageJob | None:
+        if not isinstance(item, bytes | bytearray | memoryview | str):
+            self._report(FailedToCastJobError(self.label, item))
+            return None
+        try:
+            job_id, data = envelope.decode(item)
+            if self.decode is not None:
+                data = self.decode(data)
+        except Exception as exc:
+            self._report(ParseJobError(self.label, ack_id, str(exc)))
+            if self._buries and ack_id and attempt >= self._poison_limit:
+                # Delivered again and again and never decodable: off to the dead letters
+                # instead of cycling forever.
+                self._bury("", ack_id, f"undecodable after {attempt} deliveries: {exc}")
+            # Otherwise not acknowledged: the lease runs out and it is handed out again.
+            return None
+        return StorageJob(job_id, data, attempt, ack_id)
+
+    def taken_locked(self, n: int, delivered: int, jobs: list[Job[Any]]) -> None:
+        self.taking = False
+        if self.retry_at or delivered >= n:
+            self.maybe_ready = True  # retried once the back-off is over; or more may wait
+        elif not self.maybe_ready:
+            # Short take and no signal since it began: empty until polled or signalled.
+            self.empty_since = time.monotonic()
+        if jobs and self._leased:
+            self._track(jobs)  # type: ignore[arg-type]
+
+    def length(self) -> int:
+        try:
+            return len(self.storage)
+        except Exception:
+            return 0
+
+    # -- leases ------------------------------------------------------------------------------
+
+    def _lease_seconds(self) -> float:
+        try:
+            return float(self.storage.lease_seconds)
+        except Exception:
+            return 0.0
+
+    def _track(self, jobs: list[StorageJob]) -> None:
+        """Renew the leases of ``jobs`` every third of the lease until they are settled."""
+        lease = self._lease_seconds()
+        if lease <= 0:
+            return
+        renew_at = time.monotonic() + lease / 3
+        with self._lease_lock:
+            for job in jobs:
+                job.renew_at = renew_at
+                self._leases[id(job)] = job
+        self._on_delayed()  # the timer may have to wake sooner than it planned
+
+    def _forget(self, job: Job[Any]) -> None:
+        if self._leases:
+            with self._lease_lock:
+                self._leases.pop(id(job), None)
+
+    def renew_leases(self, now: float) -> float | None:
+        with self._lease_lock:
+            due = [job for job in self._leases.values() if job.renew_at <= now]
+            later = [job.renew_at for job in self._leases.values() if job.renew_at > now]
+        if not due:
+            return min(later, default=None)
+        lease = self._lease_seconds()
+        for job in due:
+            try:
+                kept = bool(self.storage.extend_lease(job.ack_id))
+            except Exception:
+                job.renew_at = time.monotonic() + min(_RENEW_RETRY, lease / 6)
+                continue
+            with self._lease_lock:
+                if id(job) not in self._leases:
+                    continue  # settled meanwhile
+                if kept:
+                    job.renew_at = time.monotonic() + lease / 3
+                    continue
+                del self._leases[id(job)]
+            self._report(LeaseLostError(job.id, job.ack_id))
+        return time.monotonic()  # renewals took time: look again at once
+
+    # -- after a run -------------------------------------------------------------------------
+
+    def settle(self, job: Job[Any], value: Any, error: BaseException | None) -> Outcome:
+        assert isinstance(job, StorageJob)
+        self._forget(job)
+        if error is None:
+            self._acks.send(job)
+            return Outcome.OK
+        self._report(error)
+        outcome, delay = after_failure(self.retry, error, job.attempt)
+        if outcome is Outcome.FAILED or not self.retries:
+            self._acks.send(job)
+            return Outcome.FAILED
+        if outcome is Outcome.RETRIED:
+            self._nack(job, delay)
+        else:
+            self._bury(job.id, job.ack_id, f"{type(error).__name__}: {error}")
+        return outcome
+
+    async def settle_async(
+        self, job: Job[Any], value: Any, error: BaseException | None, io: Executor
+    ) -> Outcome:
+        if error is None:
+            assert isinstance(job, StorageJob)
+            self._forget(job)
+            self._acks.send_soon(job, io)
+            return Outcome.OK
+        # Retrying or dead-lettering is a storage round trip: off the loop.
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(io, self.settle, job, value, error)
+
+    @property
+    def pending_acks(self) -> int:
+        return self._acks.unacked
+
+    def _nack(self, job: StorageJob, delay: float) -> None:
+        """Give the job back to be taken again after ``delay`` seconds."""
+        try:
+            kept = bool(self.storage.nack(job.ack_id, delay))
+        except Exception as exc:
+            self._report(AcknowledgeJobError(job.id, job.ack_id, exc))
+            return
+        if not kept:
+            self._report(AcknowledgeJobError(job.id, job.ack_id))
+            return
+        self.expect_due(delay)
+        self._on_delayed()
+
+    def _bury(self, job_id: str, ack_id: str, error: str) -> None:
+        """Move the job leased under ``ack_id`` to the dead letters."""
+        try:
+            moved = bool(self.storage.dead_letter(ack_id, error))
+        except Exception as exc:
+            self._report(AcknowledgeJobError(job_id, ack_id, exc))
+            return
+        if not moved:
+            self._report(AcknowledgeJobError(job_id, ack_id))
+
+    # -- time --------------------------------------------------------------------------------
+
+    def expect_due(self, delay: float) -> None:
+        """Remember that a job becomes available in ``delay`` seconds."""
+        due = time.monotonic() + max(delay, 0.0)
+        if self.wake_at == 0.0 or due < self.wake_at:
+            self.wake_at = due
+
+    def needs_timer(self) -> bool:
+        return True
+
+    def tick_locked(self, now: float, poll: float) -> tuple[bool, float | None]:
+        woke = False
+        later: list[float] = []
+        if self.wake_at:
+            if self.wake_at <= now:
+                self.wake_at = 0.0
+                self.maybe_ready = woke = True
+            else:
+                later.append(self.wake_at)
+        if self.retry_at:
+            if self.retry_at <= now:
+                woke = True  # the back-off is over
+            else:
+                later.append(self.retry_at)
+        elif not self.maybe_ready and not self.taking:
+            polled_at = self.empty_since + poll
+            if polled_at <= now:
+                self.maybe_ready = woke = True
+            else:
+                later.append(polled_at)
+        return woke, min(later, default=None)
+
+    # -- operators ---------------------------------------------------------------------------
+
+    def stats(self) -> QueueStats:
+        if isinstance(self.storage, IQueueStats):
+            try:
+                return cast(QueueStats, self.storage.stats())
+            except Exception:
+                pass
+        return {
+            "waiting": self.length() + self.buffered,
+            "in_flight": self.running,
+            "delayed": 0,
+            "dead": 0,
+            "oldest_age": 0.0,
+        }
+
+
+class _Acks:
+    """Acknowledgements of one storage queue, group-committed without making anyone wait.
+
+    With ``acknowledge_many``, a finished job's ack id joins the pending batch, and the first
+    thread that finds no flush under way sends every pending id, batch after batch, until none
+    is left; the others go straight on to their next job. ``unacked`` counts ids not sent yet.
+    """
+
+    def __init__(
+        self,
+        storage: Any,
+        batched: bool,
+        report: Callable[[BaseException], None],
+        on_settled: Callable[[], None],
+    ) -> None:
+        self._storage = storage
+        self._batched = batched
+        self._report = report
+        self._on_settled = on_settled
+        self._acked = isinstance(storage, IAcknowledgeable)
+        # Guards _pending, _flushing and unacked.
+        self._lock = threading.Lock()
+        self._pending: list[StorageJob] = []
+        self._flushing = False
+        self.unacked = 0
+
+    def send(self, job: StorageJob) -> None:
+        """Acknowledge ``job``; failures are reported as :class:`AcknowledgeJobError`."""
+        if not job.ack_id or not self._acked:
+            return
+        if not self._batched:
+            self._settle_one(job)
+        elif self._join(job):
+            self._flush_pending()
+
+    def send_soon(self, job: StorageJob, executor: Executor) -> None:
+        """Like :meth:`send`, but a flush it has to start runs on ``executor``: never blocks."""
+        if not job.ack_id or not self._acked:
+            return
+        if not self._batched:
+            with self._lock:
+                self.unacked += 1
+            executor.submit(self._settle_one, job, True)
+        elif self._join(job):
+            executor.submit(self._flush_pending)
+
+    def _settle_one(self, job: StorageJob, counted: bool = False) -> None:
+        try:
+            outcome: bool | BaseException = bool(self._storage.acknowledge(job.ack_id))
+        except Exception as exc:
+            outcome = exc
+        self._check(job, outcome)
+        if counted:
+            with self._lock:
+                self.unacked -= 1
+            self._on_settled()
+
+    def _join(self, job: StorageJob) -> bool:
+        """Add ``job`` to the pending batch; ``True`` if the caller must flush it."""
+        with self._lock:
+            self._pending.append(job)
+            self.unacked += 1
+            if self._flushing:
+                return False
+            self._flushing = True
+            return True
+
+    def _flush_pending(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._flushing = False
+                    break
+            self._flush(batch)
+            with self._lock:
+                self.unacked -= len(batch)
+        self._on_settled()
+
+    def _flush(self, batch: list[StorageJob]) -> None:
+        try:
+            results: list[bool | BaseException] = [
+                bool(r) for r in self._storage.acknowledge_many([j.ack_id for j in batch])
+            ]
+            if len(results) != len(batch):
+                raise RuntimeError(
+                    f"acknowledge_many returned {len(results)} results for {len(batch)} ids"
+                )
+        except Exception as exc:
+            results = [exc] * len(batch)
+        for job, outcome in zip(batch, results, strict=True):
+            self._check(job, outcome)
+
+    def _check(self, job: StorageJob, outcome: bool | BaseException) -> None:
+        if outcome is True:
+            return
+        cause = outcome if isinstance(outcome, BaseException) else None
+        self._report(AcknowledgeJobError(job.id, job.ack_id, cause))

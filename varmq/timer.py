@@ -1,0 +1,100 @@
+"""The worker's one timer thread: storage polls, back-off ends, due delayed jobs, lease renewals.
+
+It runs while a started worker has a bound queue that needs time to pass
+(:meth:`~varmq.sources.Source.needs_timer`: storage queues always, in-memory queues while they
+hold delayed jobs). It is the only place in the core that acts because time passed; what to do
+at a given time is each source's business:
+
+- :meth:`~varmq.sources.Source.tick_locked`: an in-memory queue moves its due delayed and
+  retried jobs into line; a storage queue last found empty is looked at again every
+  ``poll_interval`` seconds (so jobs added by other processes are found even when no
+  notification arrives), and again when its back-off after an error ends or a job this process
+  delayed or gave back falls due;
+- :meth:`~varmq.sources.Source.renew_leases`: a storage queue renews the leases of the jobs it
+  handed out, every third of the lease, while they wait or run. One timer serves every job: no
+  thread per job.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from .dispatch import Dispatcher
+from .states import State
+
+__all__ = ["Timer"]
+
+
+class Timer:
+    """Timer thread of one worker; started with the worker, ends when it stops."""
+
+    def __init__(self, dispatch: Dispatcher, name: str) -> None:
+        self._dispatch = dispatch
+        self._name = name
+        # Guards _running and _thread; _cv is notified when something may be due earlier
+        # than the thread planned to wake.
+        self._cv = threading.Condition(threading.Lock())
+        self._running = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        with self._cv:
+            if self._running:
+                return
+            self._running = True
+            thread = threading.Thread(
+                target=self._main, name=f"varmq:{self._name}:timer", daemon=True
+            )
+            self._thread = thread
+        thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to end; safe to call under the dispatcher lock (it never joins)."""
+        with self._cv:
+            self._running = False
+            self._cv.notify_all()
+
+    def poke(self) -> None:
+        """Something may be due sooner than planned: recompute."""
+        with self._cv:
+            self._cv.notify_all()
+
+    def _main(self) -> None:
+        dispatch = self._dispatch
+        while True:
+            with self._cv:
+                if not self._running:
+                    return
+            now = time.monotonic()
+            next_due = min(self._tick(now), now + dispatch.poll_interval)
+            for source in list(dispatch.sources):
+                renew_at = source.renew_leases(now)
+                if renew_at is not None:
+                    next_due = min(next_due, renew_at)
+            with self._cv:
+                if not self._running:
+                    return
+                delay = next_due - time.monotonic()
+                if delay > 0:
+                    self._cv.wait(delay)
+
+    def _tick(self, now: float) -> float:
+        """Let every source see the time and wake the worker for those that became ready;
+        returns the earliest time any of them is due again."""
+        dispatch = self._dispatch
+        poll = dispatch.poll_interval
+        next_due = now + poll
+        woke = False
+        with dispatch.lock:
+            if dispatch.state is State.STOPPED:
+                return next_due
+            for source in dispatch.sources:
+                ready, due = source.tick_locked(now, poll)
+                woke = woke or ready
+                if due is not None:
+                    next_due = min(next_due, due)
+            if woke:
+                dispatch.wake_locked()
+        dispatch.spawn_pending()
+        return next_due
