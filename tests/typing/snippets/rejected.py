@@ -1,0 +1,15 @@
+"""Mistakes a type checker must catch. Each line below ends with the error code mypy reports."""
+
+from __future__ import annotations
+
+import varmq
+
+
+def noop(job: varmq.Job[int]) -> None:
+    return None
+
+
+varmq.new_worker(noop, 4, retyr=3)  # expect: call-arg
+varmq.new_worker(noop, 4, poll_interval="1")  # expect: arg-type
+varmq.new_result_worker(noop, name=7)  # expect: arg-type
+varmq.new_worker(noop, 4, strategy="fastest")  # expect: arg-type
