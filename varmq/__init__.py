@@ -25,6 +25,7 @@ from .binding import require
 from .callables import err_func, func, result_func
 from .errors import (
     AcknowledgeJobError,
+    EnqueueError,
     FailedToCastJobError,
     FailedToDequeueError,
     JobAlreadyClosedError,
@@ -38,6 +39,7 @@ from .errors import (
     VarMQError,
     WorkerPausedError,
     WorkerPausingError,
+    WorkerStateError,
     WorkerStoppedError,
     WorkerStoppingError,
 )
@@ -57,7 +59,7 @@ from .handles import (
     Producer,
     Queue,
 )
-from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, Job, JobStatus
+from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, FailedJob, Job, JobStatus
 from .metrics import Metrics
 from .options import ErrorHandler, WorkerOptions
 from .protocols import IDistributedPriorityQueue, IDistributedQueue
@@ -74,6 +76,7 @@ __all__ = [
     "DeadLetter",
     "DistributedPriorityQueue",
     "DistributedQueue",
+    "EnqueueError",
     "EnqueuedErrGroupJob",
     "EnqueuedErrJob",
     "EnqueuedGroupJob",
@@ -82,6 +85,7 @@ __all__ = [
     "EnqueuedResultJob",
     "ErrWorker",
     "ErrorHandler",
+    "FailedJob",
     "FailedToCastJobError",
     "FailedToDequeueError",
     "Item",

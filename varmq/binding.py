@@ -65,6 +65,7 @@ class Binder(Generic[H, G]):
         decode: Decode | None,
         poison_limit: int,
         wake_timer: Callable[[], None],
+        thread_name: str,
     ) -> None:
         self._dispatch = dispatch
         self.producer = producer
@@ -74,6 +75,7 @@ class Binder(Generic[H, G]):
         self._decode = decode
         self._poison_limit = poison_limit
         self._wake_timer = wake_timer
+        self._thread_name = thread_name
 
     def _options(
         self, storage: Any, priority: int | None, capacity: int, name: str | None, prio: bool
@@ -91,6 +93,7 @@ class Binder(Generic[H, G]):
             "report": self._report,
             "retry": self._retry,
             "decode": self._decode,
+            "poll": self._dispatch.poll_interval,
         }
 
     def memory(
@@ -113,10 +116,10 @@ class Binder(Generic[H, G]):
         dispatch = self._dispatch
         source = StorageSource(
             storage,
-            poll=dispatch.poll_interval,
             poison_limit=self._poison_limit,
             wake_timer=self._wake_timer,
             on_settled=dispatch.acks_settled,
+            thread_name=self._thread_name,
             **self._options(storage, priority, capacity, None, prio),
         )
         if distributed:

@@ -198,10 +198,15 @@ class Dispatcher:
         ``(RETIRE, None, None)``. ``retire_idle`` is False for the async runner, whose single
         dispatcher never retires while the worker lives.
         """
-        if self.buffer and self.in_flight < self.concurrency:
+        while self.buffer and self.in_flight < self.concurrency:
             # Taken jobs run in every state: their lease is ticking.
             source, job = self.buffer.popleft()
             source.buffered -= 1
+            if source.expired_locked(job, time.monotonic()):
+                # Its lease ran out while it waited for a slot: someone else may run it now.
+                source.running -= 1
+                self.metrics.lost += 1
+                continue
             self.in_flight += 1
             return Step.RUN, source, job
         if self.state is State.ACTIVE:

@@ -26,26 +26,39 @@ def _default(value: Any) -> Any:
     # Dataclass instances are the common typed payload; everything else must be JSON already.
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+    raise TypeError(f"a {type(value).__name__} has no JSON form ({value!r:.60})")
 
 
-def encode(job_id: str, data: Any, to_json: Callable[[Any], Any] | None = None) -> bytes | None:
-    """Encode a job; ``None`` when ``data`` cannot be expressed as JSON.
+def encode(job_id: str, data: Any, to_json: Callable[[Any], Any] | None = None) -> bytes:
+    """Encode a job as envelope bytes.
 
     ``to_json`` converts the payload to plain JSON values first (the worker's payload hook).
+    Raises ``TypeError`` when ``data`` (or what ``to_json`` made of it) holds a value JSON has no
+    form for, or ``to_json`` raised; ``ValueError`` for a value JSON cannot hold (NaN,
+    infinity, a str with a lone surrogate, nesting too deep).
     """
+    if to_json is not None:
+        try:
+            data = to_json(data)
+        except Exception as exc:
+            raise TypeError(f"payload_encoder raised {type(exc).__name__}: {exc}") from exc
     try:
-        payload = to_json(data) if to_json is not None else data
         body = json.dumps(
-            {"id": job_id, "status": "Created", "data": payload},
+            {"id": job_id, "status": "Created", "data": data},
             separators=(",", ":"),
             allow_nan=False,
             ensure_ascii=False,
             default=_default,
         )
-    except (TypeError, ValueError, RecursionError):
-        return None
-    return body.encode("utf-8")
+        return body.encode("utf-8")
+    except TypeError as exc:
+        raise TypeError(f"data is not JSON-encodable: {exc}") from None
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"data holds text that is not valid Unicode: {exc.reason}") from None
+    except RecursionError:
+        raise ValueError("data is nested too deeply to encode as JSON") from None
+    except ValueError as exc:
+        raise ValueError(f"data is not JSON-encodable: {exc}") from None
 
 
 def decode(raw: bytes | bytearray | memoryview | str) -> tuple[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "AcknowledgeJobError",
+    "EnqueueError",
     "FailedToCastJobError",
     "FailedToDequeueError",
     "JobAlreadyClosedError",
@@ -112,6 +113,16 @@ class JobCancelledError(VarMQError):
 
     def __init__(self, job_id: str = "") -> None:
         super().__init__(f"job {job_id!r} was cancelled before it ran")
+        self.job_id = job_id
+
+
+class EnqueueError(VarMQError):
+    """``add(..., strict=True)`` was refused: the queue is closed or full, or the storage refused
+    or failed the write. Without ``strict``, ``add`` gives ``False`` (or ``None``) instead."""
+
+    def __init__(self, queue: str, job_id: str, reason: str) -> None:
+        super().__init__(f"queue {queue!r} did not store job {job_id!r}: {reason}")
+        self.queue = queue
         self.job_id = job_id
 
 

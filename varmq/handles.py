@@ -17,6 +17,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import envelope
+from . import options as check
+from .errors import EnqueueError
 from .group import EnqueuedGroupJob, Group, Item
 from .job import EnqueuedJob, cancel_waiting
 from .protocols import IDeadLetterable, IDedupQueue, IDelayedEnqueue
@@ -72,16 +74,29 @@ class JobMaker(Generic[H, G]):
 
 
 def _delay_of(delay: float | None, run_at: datetime | None) -> float:
-    """Seconds from now until a job may run (0: now)."""
-    if delay is not None and run_at is not None:
-        raise ValueError("give delay= or run_at=, not both")
+    """Seconds from now until a job may run (0: now); refuses what is not a delay."""
     if run_at is not None:
+        if delay is not None:
+            raise ValueError("varmq: add() takes delay= or run_at=, not both")
+        if not isinstance(run_at, datetime):
+            raise TypeError(
+                f"varmq: run_at must be a datetime, got {run_at!r} ({type(run_at).__name__}); "
+                "for seconds from now, use delay="
+            )
         return max(run_at.timestamp() - time.time(), 0.0)
-    if delay is not None:
-        if delay != delay or delay < 0:  # NaN or negative
-            raise ValueError(f"delay must be a number of seconds >= 0, got {delay!r}")
-        return float(delay)
-    return 0.0
+    if delay is None:
+        return 0.0
+    return check.seconds("delay", delay)
+
+
+def _job_id(job_id: object) -> str | None:
+    if job_id is not None and not isinstance(job_id, str):
+        raise TypeError(f"varmq: job_id must be a str, got {job_id!r} ({type(job_id).__name__})")
+    return job_id
+
+
+def _priority(priority: object) -> int:
+    return check.whole("priority", priority)
 
 
 class _Handle:
@@ -141,9 +156,13 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
             return False
         return True
 
-    def _add(self, data: Any, priority: int | None, job_id: str | None, wait: float) -> H | None:
+    def _add(
+        self, data: Any, priority: int | None, job_id: str | None, wait: float, strict: bool
+    ) -> H | None:
         job = self._jobs.new_job(job_id or self._producer.next_id(), data, None)
         if not self._offer(job, priority, wait):
+            if strict:
+                raise EnqueueError(self._source.label, job.id, "the queue is closed or full")
             return None
         if wait > 0:
             self._dispatch.add_submitted(1)
@@ -196,12 +215,14 @@ class Queue(_MemoryHandle[T, H, G]):
         job_id: str | None = None,
         delay: float | None = None,
         run_at: datetime | None = None,
+        strict: bool = False,
     ) -> H | None:
         """Add a job; its handle, or ``None`` when the queue refused it (closed, full).
 
-        With ``delay`` (seconds) or ``run_at`` (a datetime) the job waits until then.
+        With ``delay`` (seconds) or ``run_at`` (a datetime) the job waits until then. With
+        ``strict``, a refusal raises :class:`~varmq.EnqueueError` instead of giving ``None``.
         """
-        return self._add(data, None, job_id, _delay_of(delay, run_at))
+        return self._add(data, None, _job_id(job_id), _delay_of(delay, run_at), strict)
 
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
         """Add several jobs (``Item`` or bare data); a handle tracking them together."""
@@ -219,9 +240,13 @@ class PriorityQueue(_MemoryHandle[T, H, G]):
         job_id: str | None = None,
         delay: float | None = None,
         run_at: datetime | None = None,
+        strict: bool = False,
     ) -> H | None:
-        """Add a job with ``priority``; its handle, or ``None`` when refused."""
-        return self._add(data, priority, job_id, _delay_of(delay, run_at))
+        """Add a job with ``priority``; its handle, or ``None`` when refused (``strict``:
+        :class:`~varmq.EnqueueError`)."""
+        return self._add(
+            data, _priority(priority), _job_id(job_id), _delay_of(delay, run_at), strict
+        )
 
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
         """Add several jobs, each with its ``Item.priority``; a handle tracking them."""
@@ -245,12 +270,23 @@ class _StorageHandle(_Handle, Generic[T]):
         """Remove every job waiting in storage."""
         self._storage.purge()
 
-    def _add(self, data: Any, priority: int | None, job_id: str | None, wait: float) -> bool:
+    @property
+    def _label(self) -> str:
+        if self._source is not None:
+            return self._source.label
+        name = getattr(self._storage, "name", None)
+        return name if isinstance(name, str) and name else type(self._storage).__name__
+
+    def _add(
+        self, data: Any, priority: int | None, job_id: str | None, wait: float, strict: bool
+    ) -> bool:
         producer = self._producer
         job_id = job_id or producer.next_id()
-        raw = envelope.encode(job_id, data, producer.to_json)
-        if raw is None:
-            return False
+        try:
+            raw = envelope.encode(job_id, data, producer.to_json)
+        except (TypeError, ValueError) as exc:
+            # A programming error, not a storage refusal: say so where the job is added.
+            raise type(exc)(f"varmq: queue {self._label!r}: job {job_id!r}: {exc}") from exc
         storage = self._storage
         if wait > 0 and not isinstance(storage, IDelayedEnqueue):
             raise TypeError(f"{type(storage).__name__} cannot delay jobs (no enqueue_delayed)")
@@ -264,8 +300,14 @@ class _StorageHandle(_Handle, Generic[T]):
             else:
                 ok = storage.enqueue(raw, priority)
         except Exception as exc:
-            log.warning("enqueue to %s failed: %r", type(storage).__name__, exc)
+            if strict:
+                raise EnqueueError(self._label, job_id, f"{type(exc).__name__}: {exc}") from exc
+            log.warning("varmq: enqueue to queue %r failed: %r", self._label, exc)
             return False
+        if not ok and strict:
+            raise EnqueueError(
+                self._label, job_id, "the storage refused it (closed, full or unreachable)"
+            )
         dispatch = producer.dispatch
         if ok and dispatch is not None:
             if wait > 0:
@@ -324,9 +366,15 @@ class _FifoAdd(_StorageHandle[T]):
         job_id: str | None = None,
         delay: float | None = None,
         run_at: datetime | None = None,
+        strict: bool = False,
     ) -> bool:
-        """Store a job; ``False`` when refused (closed, storage error, not JSON-encodable)."""
-        return self._add(data, None, job_id, _delay_of(delay, run_at))
+        """Store a job; ``False`` when refused (closed, full, storage error).
+
+        ``data`` must be JSON-encodable (after the worker's ``payload_encoder``, if any):
+        anything else raises ``TypeError`` naming the queue and job. With ``strict``, a refusal
+        raises :class:`~varmq.EnqueueError` instead of giving ``False``.
+        """
+        return self._add(data, None, _job_id(job_id), _delay_of(delay, run_at), strict)
 
 
 class _PriorityAdd(_StorageHandle[T]):
@@ -340,9 +388,13 @@ class _PriorityAdd(_StorageHandle[T]):
         job_id: str | None = None,
         delay: float | None = None,
         run_at: datetime | None = None,
+        strict: bool = False,
     ) -> bool:
-        """Store a job with ``priority``; ``False`` when refused."""
-        return self._add(data, priority, job_id, _delay_of(delay, run_at))
+        """Store a job with ``priority``; ``False`` when refused (``strict``:
+        :class:`~varmq.EnqueueError`). ``data`` must be JSON-encodable."""
+        return self._add(
+            data, _priority(priority), _job_id(job_id), _delay_of(delay, run_at), strict
+        )
 
 
 class _Bound(_StorageHandle[T]):

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EnqueuedErrJob",
+    "FailedJob",
     "EnqueuedJob",
     "EnqueuedResultJob",
     "Job",
@@ -86,6 +88,17 @@ def cancel_waiting(items: Iterable[object]) -> None:
             # A job taken meanwhile runs and closes normally.
             with contextlib.suppress(JobProcessingError, JobAlreadyClosedError):
                 item._cancel()
+
+
+@dataclass(frozen=True)
+class FailedJob:
+    """The job whose function raised, as an ``error_handler`` with three parameters gets it
+    (``handler(worker, exc, job)``): its id, its queue's name, the attempt and its data."""
+
+    id: str
+    queue: str
+    attempt: int
+    data: Any
 
 
 _Callback = Callable[[], None]

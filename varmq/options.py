@@ -1,12 +1,16 @@
-"""The keyword options of the worker factories, as one typed dictionary.
+"""The keyword options of the worker factories, as one typed dictionary, and their checks.
 
 ``new_worker(fn, 4, **options)`` and its siblings take exactly these keywords, so a type checker
 rejects a misspelt one (``retyr=3``). They mirror the keyword-only parameters of
-:class:`varmq.BaseWorker`; a test keeps the two in step.
+:class:`varmq.BaseWorker`; a test keeps the two in step. At run time every option is checked
+where it is given: a wrong type raises ``TypeError``, a wrong value ``ValueError``, each naming
+the option and the value, so that a bad option never surfaces later inside a worker thread.
 """
 
 from __future__ import annotations
 
+import inspect
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -14,12 +18,18 @@ from .retry import Retry
 from .strategies import Strategy
 
 if TYPE_CHECKING:
+    from .job import FailedJob
     from .worker import BaseWorker
 
 __all__ = ["ErrorHandler", "WorkerOptions"]
 
-ErrorHandler = Callable[["BaseWorker[Any, Any, Any]", BaseException], None]
-"""``error_handler(worker, exc)``: called with every error the worker reports."""
+ErrorHandler = (
+    Callable[["BaseWorker[Any, Any, Any]", BaseException], None]
+    | Callable[["BaseWorker[Any, Any, Any]", BaseException, "FailedJob | None"], None]
+)
+"""``error_handler(worker, exc)`` or ``error_handler(worker, exc, job)``: called with every error
+the worker reports; a handler with a third parameter also gets the :class:`~varmq.FailedJob`
+whose function raised ``exc`` (``None`` for errors of the storage path)."""
 
 
 class WorkerOptions(TypedDict, total=False):
@@ -43,3 +53,91 @@ class WorkerOptions(TypedDict, total=False):
     retry: Retry | None
     poison_limit: int
     prefetch: int | None
+    log_failures: bool
+
+
+# -- checks: every option is checked where it is given, and named in the error ---------------
+
+
+def _shown(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def whole(option: str, value: object, *, minimum: int | None = None) -> int:
+    """``value`` as an int option (not a bool, not a float), at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"varmq: {option} must be an int, got {_shown(value)}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"varmq: {option} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def seconds(option: str, value: object, *, positive: bool = False) -> float:
+    """``value`` as a finite number of seconds, >= 0 (> 0 when ``positive``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"varmq: {option} must be a number of seconds, got {_shown(value)}")
+    number = float(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"varmq: {option} must be a finite number of seconds, got {value!r}")
+    if number < 0 or (positive and number == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"varmq: {option} must be {bound} seconds, got {value!r}")
+    return number
+
+
+def optional_callable(option: str, value: object) -> None:
+    """Refuse a ``value`` that is neither ``None`` nor callable."""
+    if value is not None and not callable(value):
+        raise TypeError(f"varmq: {option} must be callable or None, got {_shown(value)}")
+
+
+def instance(option: str, value: object, cls: type, *, none_ok: bool = True) -> None:
+    """Refuse a ``value`` that is not a ``cls`` (or ``None`` when ``none_ok``)."""
+    if (value is None and none_ok) or isinstance(value, cls):
+        return
+    raise TypeError(f"varmq: {option} must be a {cls.__name__}, got {_shown(value)}")
+
+
+def concurrency(option: str, value: object) -> int:
+    """A concurrency: a positive int, or 0 for the CPU count (negatives are refused)."""
+    n = whole(option, value, minimum=0)
+    return n if n > 0 else (os.cpu_count() or 1)
+
+
+def job_function(fn: object) -> None:
+    """Refuse a job function that is not callable or cannot take the job as its argument."""
+    if not callable(fn):
+        raise TypeError(f"varmq: the job function must be callable, got {_shown(fn)}")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # no signature to check (some builtins): it will show when it runs
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise TypeError(
+            f"varmq: the job function {getattr(fn, '__qualname__', fn)!r} must take one "
+            f"argument, the job; its signature is {signature}"
+        ) from None
+
+
+def strategy(value: object) -> Strategy:
+    """A :class:`Strategy`, or the text of one."""
+    try:
+        return Strategy(value)
+    except ValueError:
+        choices = ", ".join(repr(s.value) for s in Strategy)
+        raise ValueError(f"varmq: strategy must be one of {choices}, got {value!r}") from None
+
+
+def takes_job(handler: object) -> bool:
+    """Whether an error handler takes a third parameter (the failed job)."""
+    if handler is None:
+        return False
+    try:
+        inspect.signature(handler).bind(None, None, None)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    except ValueError:
+        return False  # no signature to look at: call it the documented two-argument way
+    return True

@@ -18,7 +18,7 @@ import time
 from collections import deque
 from typing import Any
 
-from .retry import DeadLetter
+from .retry import DeadLetter, failure_text
 
 __all__ = [
     "DEAD_LETTER_LIMIT",
@@ -225,7 +225,7 @@ class DeadLetters:
             id=job.id,
             data=job.data,
             attempts=job.attempt,
-            error=f"{type(error).__name__}: {error}",
+            error=failure_text(error),
             dead_at=now,
         )
         with self._lock:

@@ -10,11 +10,16 @@ queue's own kind then applies it (acknowledge, hand back, dead-letter) in
 from __future__ import annotations
 
 import random
+import traceback
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-__all__ = ["DeadLetter", "NoRetry", "Outcome", "Retry", "after_failure"]
+__all__ = ["DeadLetter", "NoRetry", "Outcome", "Retry", "after_failure", "failure_text"]
+
+# Longest error text a dead letter keeps; longer tracebacks keep their start and their end.
+_TEXT_LIMIT = 16_384
+_MESSAGE_LIMIT = 1_000
 
 
 class Outcome(IntEnum):
@@ -93,9 +98,34 @@ def after_failure(
     return Outcome.DEAD, 0.0
 
 
+def failure_text(error: BaseException) -> str:
+    """What a dead letter records of ``error``: ``"Type: message"``, then the traceback, at
+    most 16 KiB (the middle of a longer one is cut out and the cut is marked)."""
+    message = str(error)
+    if len(message) > _MESSAGE_LIMIT:
+        message = f"{message[:_MESSAGE_LIMIT]}... [{len(message) - _MESSAGE_LIMIT} characters cut]"
+    head = f"{type(error).__name__}: {message}"
+    if error.__traceback__ is None:
+        return head
+    text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    if len(text) > _TEXT_LIMIT:  # a long message repeated in it: the frames with the short head
+        frames = "".join(traceback.format_tb(error.__traceback__))
+        text = f"Traceback (most recent call last):\n{frames}{head}\n"
+    text = f"{head}\n\n{text}"
+    if len(text) <= _TEXT_LIMIT:
+        return text
+    keep = _TEXT_LIMIT // 2
+    cut = len(text) - 2 * keep
+    return f"{text[:keep]}\n... [{cut} characters cut] ...\n{text[-keep:]}"
+
+
 @dataclass(frozen=True)
 class DeadLetter:
-    """A job that will not be retried, as a queue handle's ``dead_letters()`` lists it."""
+    """A job that will not be retried, as a queue handle's ``dead_letters()`` lists it.
+
+    ``error`` starts with ``"Type: message"``; after a blank line comes the traceback, when the
+    job's function raised (see :func:`failure_text`).
+    """
 
     key: str
     id: str

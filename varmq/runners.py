@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,8 @@ from .sources import Source, Step
 from .states import State
 
 __all__ = ["AsyncRunner", "ThreadRunner"]
+
+log = logging.getLogger("varmq.worker")
 
 # Without an idle expiry, threads above the minimum idle count exit after this long without
 # work: starting a thread costs far more than a job, so a burst should not churn them.
@@ -168,7 +171,22 @@ class ThreadRunner:
             error = None
         except BaseException as exc:
             value, error = None, exc
-        return source.settle(job, value, error)
+        try:
+            return source.settle(job, value, error)
+        except Exception:
+            return self._settle_failed(source, job)
+
+    def _settle_failed(self, source: Source, job: Job[Any]) -> Outcome:
+        """Settling raised (a fault of varmq or of the storage, not of the job): the slot is
+        given back all the same, so the worker never wedges on it."""
+        log.exception(
+            "varmq: worker %s could not settle job %r of queue %r; its slot is given back and "
+            "the storage's lease decides what happens to the job",
+            self._name,
+            job.id,
+            source.label,
+        )
+        return Outcome.FAILED
 
     def _park(self, slot: Slot) -> bool:
         """Wait to be woken; ``False`` when the thread should retire instead."""
@@ -286,7 +304,17 @@ class AsyncRunner:
             error = None
         except BaseException as exc:
             value, error = None, exc
-        outcome = await source.settle_async(job, value, error, self._io)
+        try:
+            outcome = await source.settle_async(job, value, error, self._io)
+        except Exception:
+            log.exception(
+                "varmq: worker %s could not settle job %r of queue %r; its slot is given back "
+                "and the storage's lease decides what happens to the job",
+                self._name,
+                job.id,
+                source.label,
+            )
+            outcome = Outcome.FAILED
         with dispatch.lock:
             dispatch.finish_locked(source, outcome)
             if dispatch.in_flight == 0 and dispatch.state is State.STOPPING:

@@ -8,7 +8,7 @@ once, or take a batch outside the lock (:meth:`Source.take`) when taking needs I
 ends in :meth:`Source.settle`, where the source applies the outcome that
 :func:`varmq.retry.after_failure` decided (acknowledge, hand back for a later attempt,
 dead-letter) and completes the job's handle. The timer (:mod:`varmq.timer`) gives a source the
-passing of time (:meth:`Source.tick_locked`, :meth:`Source.renew_leases`).
+passing of time (:meth:`Source.tick_locked`).
 
 Two kinds exist: :class:`MemorySource` here, whose storage holds the worker's own job objects,
 and :class:`~varmq.storage_source.StorageSource`, whose storage holds JSON envelopes and leases
@@ -20,19 +20,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from . import envelope
-from .errors import FailedToCastJobError, ParseJobError
-from .job import Job, as_handle, cancel_waiting
+from .errors import FailedToCastJobError, FailedToDequeueError, ParseJobError
+from .job import FailedJob, Job, as_handle, cancel_waiting
 from .protocols import QueueStats
 from .queues import DeadLetters, DelayedJobs, MemoryPriorityQueue, MemoryQueue
 from .retry import Outcome, Retry, after_failure
 
 __all__ = ["Decode", "MemorySource", "Report", "Source", "Step"]
 
-Report = Callable[[BaseException], None]
 Decode = Callable[[Any], Any]
+
+
+class Report(Protocol):
+    """How a source reports an error to its worker (``errs()``, the handler, the log); ``job``
+    is given when a job's function raised it."""
+
+    def __call__(self, exc: BaseException, job: FailedJob | None = None) -> None: ...
 
 
 class Step(Enum):
@@ -47,6 +53,9 @@ class Step(Enum):
     RETIRE = 3
     """Leave: the worker is stopping, or has more threads than it needs."""
 
+
+# Back-off after a failed take starts here and doubles up to the poll interval.
+_FIRST_BACKOFF = 0.01
 
 # Built-in queues whose dequeue is atomic on its own, so threads may take without the lock.
 _LOCK_FREE_QUEUES = (MemoryQueue, MemoryPriorityQueue)
@@ -73,6 +82,7 @@ class Source:
         report: Report,
         retry: Retry | None,
         decode: Decode | None,
+        poll: float,
         on_delayed: Callable[[], None],
     ) -> None:
         self.storage = storage
@@ -84,8 +94,23 @@ class Source:
         self.decode = decode
         self._report = report
         self._on_delayed = on_delayed
+        self._poll = poll
         self.running = 0
         self.buffered = 0
+        # A take that failed makes the source unready until this monotonic time (0: none).
+        self.retry_at = 0.0
+        self._backoff = 0.0
+
+    def _take_failed(self, exc: BaseException) -> None:
+        """A take raised: report it and back off (10 ms, doubling up to the poll interval)."""
+        self._backoff = min(max(self._backoff * 2, _FIRST_BACKOFF), self._poll)
+        self.retry_at = time.monotonic() + self._backoff
+        self._report(FailedToDequeueError(self.label, exc))
+        self._on_delayed()  # the timer looks again when the back-off ends
+
+    def _take_worked(self) -> None:
+        self._backoff = 0.0
+        self.retry_at = 0.0
 
     # -- selection (under the dispatcher's lock) -----------------------------------------
 
@@ -135,6 +160,10 @@ class Source:
 
     # -- after a run (outside the lock) --------------------------------------------------
 
+    def _failed(self, job: Job[Any], error: BaseException) -> None:
+        """Report a run of ``job`` that raised ``error``."""
+        self._report(error, FailedJob(job.id, self.label, job.attempt, job.data))
+
     def settle(self, job: Job[Any], value: Any, error: BaseException | None) -> Outcome:
         """Finish one run of ``job``: report its error, apply the outcome, close its handle."""
         raise NotImplementedError
@@ -160,9 +189,13 @@ class Source:
         """Let time pass (under the dispatcher's lock): ``(became ready, next due time)``."""
         return False, None
 
-    def renew_leases(self, now: float) -> float | None:
-        """Renew the leases that are due (outside the lock); the next renewal time, if any."""
-        return None
+    def expired_locked(self, job: Job[Any], now: float) -> bool:
+        """Whether ``job``, taken and waiting in the buffer, lost its lease and must be dropped
+        instead of started (and so it is, here)."""
+        return False
+
+    def worker_stopped(self) -> None:
+        """The worker stopped: end whatever this source runs in the background."""
 
     # -- operators -----------------------------------------------------------------------
 
@@ -193,7 +226,13 @@ class MemorySource(Source):
         self.dead = DeadLetters()
 
     def ready_locked(self, now: float) -> bool:
-        return len(self.storage) > 0
+        if self.retry_at > now:
+            return False
+        try:
+            return len(self.storage) > 0
+        except Exception as exc:  # a caller's IQueue that fails: reported, backed off
+            self._take_failed(exc)
+            return False
 
     def plan_locked(self, free: int, room: int) -> tuple[Step, Any] | None:
         job = self.take_now()
@@ -202,7 +241,13 @@ class MemorySource(Source):
     def take_now(self) -> Job[Any] | None:
         """Take the next runnable job, skipping cancelled ones; ``None`` when empty."""
         while True:
-            item = self.storage.dequeue()
+            try:
+                item = self.storage.dequeue()
+            except Exception as exc:  # a caller's IQueue that fails: reported, backed off
+                self._take_failed(exc)
+                return None
+            if self.retry_at:
+                self._take_worked()
             if item is None:
                 return None
             job = self.runnable(item)
@@ -249,7 +294,7 @@ class MemorySource(Source):
     def settle(self, job: Job[Any], value: Any, error: BaseException | None) -> Outcome:
         outcome = Outcome.OK
         if error is not None:
-            self._report(error)
+            self._failed(job, error)
             outcome, delay = after_failure(self.retry, error, job.attempt)
             if not job._retryable:
                 outcome = Outcome.FAILED  # a job decoded from bytes has no handle to requeue
@@ -264,17 +309,23 @@ class MemorySource(Source):
         return outcome
 
     def needs_timer(self) -> bool:
-        return len(self.delayed) > 0
+        return len(self.delayed) > 0 or self.retry_at > 0
 
     def tick_locked(self, now: float, poll: float) -> tuple[bool, float | None]:
-        moved = False
+        woke = bool(self.retry_at) and self.retry_at <= now  # a back-off is over
         for job in self.delayed.pop_due(now):
-            if self.offer(job):
-                moved = True
+            try:
+                offered = self.offer(job)
+            except Exception as exc:
+                self._report(exc)
+                offered = False
+            if offered:
+                woke = True
             else:
                 # The queue was closed or filled up meanwhile: the job cannot wait any longer.
                 cancel_waiting([job])
-        return moved, self.delayed.next_due()
+        later = [t for t in (self.delayed.next_due(), self.retry_at) if t and t > now]
+        return woke, min(later, default=None)
 
     def stats(self) -> QueueStats:
         return {

@@ -8,7 +8,7 @@ a delay, or a dead letter. It also knows when the storage is worth looking at ag
 signal, a poll interval after it was found empty, when a back-off after an error ends, or when
 a job this process delayed falls due.
 
-Its readiness fields (``maybe_ready``, ``taking``, ``empty_since``, ``retry_at``, ``wake_at``)
+Its readiness fields (``maybe_ready``, ``taking``, ``empty_since``, ``retry_at``, ``_due``)
 are guarded by the dispatcher's lock and changed only by the methods here. Its invariant: a
 source is taken from by one thread at a time (``taking``), and a source found empty is looked
 at again no later than ``poll`` seconds after, or at once when anyone signals it.
@@ -17,6 +17,7 @@ at again no later than ``poll`` seconds after, or at once when anyone signals it
 from __future__ import annotations
 
 import asyncio
+import heapq
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,7 +28,6 @@ from . import envelope
 from .errors import (
     AcknowledgeJobError,
     FailedToCastJobError,
-    FailedToDequeueError,
     LeaseLostError,
     ParseJobError,
 )
@@ -43,13 +43,14 @@ from .protocols import (
     IQueueStats,
     QueueStats,
 )
-from .retry import Outcome, after_failure
-from .sources import Source, Step
+from .retry import Outcome, after_failure, failure_text
+from .sources import Report, Source, Step
+from .timer import LeaseRenewer
 
 __all__ = ["StorageJob", "StorageSource"]
 
-# Back-off after a failed take starts here and doubles up to the poll interval.
-_FIRST_BACKOFF = 0.01
+# Due times of delayed jobs a source remembers; beyond them, the poll finds the jobs.
+_MAX_DUE = 4096
 # After a renewal that raised (storage unreachable), try again this soon.
 _RENEW_RETRY = 1.0
 
@@ -57,7 +58,7 @@ _RENEW_RETRY = 1.0
 class StorageJob(Job[Any]):
     """A job taken from storage: it carries its lease (ack id) and when to renew it."""
 
-    __slots__ = ("ack_id", "renew_at")
+    __slots__ = ("ack_id", "deadline", "lost", "renew_at")
 
     def __init__(self, job_id: str, data: Any, attempt: int, ack_id: str) -> None:
         # Job's fields set here directly: this runs once per job taken.
@@ -65,7 +66,11 @@ class StorageJob(Job[Any]):
         self.data = data
         self.attempt = attempt
         self.ack_id = ack_id
+        #: When to renew the lease next, and when it runs out (this process's monotonic clock).
         self.renew_at = 0.0
+        self.deadline = float("inf")
+        #: Set once the lease is known to be lost: the job must not start (or be settled) here.
+        self.lost = False
 
 
 class StorageSource(Source):
@@ -75,15 +80,14 @@ class StorageSource(Source):
         self,
         storage: Any,
         *,
-        poll: float,
         poison_limit: int,
         wake_timer: Callable[[], None],
         on_settled: Callable[[], None],
+        thread_name: str,
         **options: Any,
     ) -> None:
         super().__init__(storage, on_delayed=wake_timer, **options)
         self.storage_label = type(storage).__module__.split(".")[0]
-        self._poll = poll
         self._poison_limit = poison_limit
         # What the storage offers, asked once.
         self._counted = isinstance(storage, ICountedDelivery)
@@ -97,13 +101,15 @@ class StorageSource(Source):
         self.maybe_ready = True
         self.taking = False
         self.empty_since = 0.0
-        self.retry_at = 0.0
-        self._backoff = 0.0
-        # Monotonic time at which a job this process delayed or gave back becomes due (0: none).
-        self.wake_at = 0.0
+        # Guards _due: monotonic times at which jobs this process delayed or gave back become
+        # due (a heap), so the source is looked at again at each of them, not only at the poll.
+        self._due_lock = threading.Lock()
+        self._due: list[float] = []
         # Guards _leases: the jobs taken and not settled whose leases this source renews.
         self._lease_lock = threading.Lock()
         self._leases: dict[int, StorageJob] = {}
+        self._taken_at = 0.0
+        self._renewer = LeaseRenewer(self.renew_leases, f"{thread_name}:leases:{self.label}")
         self._acks = _Acks(
             storage, isinstance(storage, IMultiAcknowledgeable), self._report, on_settled
         )
@@ -129,15 +135,13 @@ class StorageSource(Source):
 
         A storage error starts a back-off (``retry_at``), is reported, and gives ``(0, [])``.
         """
+        self._taken_at = time.monotonic()  # the leases start no later than this
         try:
             deliveries = self._take_raw(n)
         except Exception as exc:
-            self._backoff = min(max(self._backoff * 2, _FIRST_BACKOFF), self._poll)
-            self.retry_at = time.monotonic() + self._backoff
-            self._report(FailedToDequeueError(self.label, exc))
+            self._take_failed(exc)
             return 0, []
-        self._backoff = 0.0
-        self.retry_at = 0.0
+        self._take_worked()
         jobs: list[Job[Any]] = []
         for item, ack_id, attempt in deliveries:
             job = self._decode(item, ack_id, attempt)
@@ -183,7 +187,7 @@ class StorageSource(Source):
             # Short take and no signal since it began: empty until polled or signalled.
             self.empty_since = time.monotonic()
         if jobs and self._leased:
-            self._track(jobs)  # type: ignore[arg-type]
+            self._track(jobs, self._taken_at)  # type: ignore[arg-type]
 
     def length(self) -> int:
         try:
@@ -192,6 +196,13 @@ class StorageSource(Source):
             return 0
 
     # -- leases ------------------------------------------------------------------------------
+    #
+    # Every job taken under a lease has a deadline on this process's monotonic clock: the take's
+    # start plus the lease, moved on by each renewal that the storage confirmed (from the moment
+    # the renewal was sent). A renewal that fails to reach the storage is retried until that
+    # deadline passes; only a refusal (the storage says the lease is not held) or a passed
+    # deadline loses the lease. A lost lease is reported once, and a job that lost it before it
+    # started is dropped instead of run (another consumer has it now).
 
     def _lease_seconds(self) -> float:
         try:
@@ -199,24 +210,40 @@ class StorageSource(Source):
         except Exception:
             return 0.0
 
-    def _track(self, jobs: list[StorageJob]) -> None:
-        """Renew the leases of ``jobs`` every third of the lease until they are settled."""
+    def _track(self, jobs: list[StorageJob], started: float) -> None:
+        """Renew the leases of ``jobs`` (taken at ``started``) until they are settled."""
         lease = self._lease_seconds()
         if lease <= 0:
             return
-        renew_at = time.monotonic() + lease / 3
+        renew_at = started + lease / 3
         with self._lease_lock:
             for job in jobs:
+                job.deadline = started + lease
                 job.renew_at = renew_at
                 self._leases[id(job)] = job
-        self._on_delayed()  # the timer may have to wake sooner than it planned
+        self._renewer.poke()  # its next renewal may be sooner than it planned
 
     def _forget(self, job: Job[Any]) -> None:
         if self._leases:
             with self._lease_lock:
                 self._leases.pop(id(job), None)
 
+    def expired_locked(self, job: Job[Any], now: float) -> bool:
+        assert isinstance(job, StorageJob)
+        if not (job.lost or now >= job.deadline):
+            return False
+        with self._lease_lock:
+            self._leases.pop(id(job), None)
+        if not job.lost:
+            job.lost = True
+            self._report(LeaseLostError(job.id, job.ack_id))
+        return True
+
     def renew_leases(self, now: float) -> float | None:
+        """Renew the leases that are due; the time of the next renewal (``None``: none held).
+
+        Runs on this source's renewal thread, so a storage that hangs delays no other one.
+        """
         with self._lease_lock:
             due = [job for job in self._leases.values() if job.renew_at <= now]
             later = [job.renew_at for job in self._leases.values() if job.renew_at > now]
@@ -224,18 +251,24 @@ class StorageSource(Source):
             return min(later, default=None)
         lease = self._lease_seconds()
         for job in due:
+            sent = time.monotonic()
             try:
                 kept = bool(self.storage.extend_lease(job.ack_id))
             except Exception:
-                job.renew_at = time.monotonic() + min(_RENEW_RETRY, lease / 6)
-                continue
+                # Storage unreachable: the lease may still be ours until its deadline.
+                if time.monotonic() < job.deadline:
+                    job.renew_at = time.monotonic() + min(_RENEW_RETRY, lease / 6)
+                    continue
+                kept = False
             with self._lease_lock:
                 if id(job) not in self._leases:
                     continue  # settled meanwhile
                 if kept:
-                    job.renew_at = time.monotonic() + lease / 3
+                    job.deadline = sent + lease
+                    job.renew_at = sent + lease / 3
                     continue
                 del self._leases[id(job)]
+            job.lost = True
             self._report(LeaseLostError(job.id, job.ack_id))
         return time.monotonic()  # renewals took time: look again at once
 
@@ -247,7 +280,7 @@ class StorageSource(Source):
         if error is None:
             self._acks.send(job)
             return Outcome.OK
-        self._report(error)
+        self._failed(job, error)
         outcome, delay = after_failure(self.retry, error, job.attempt)
         if outcome is Outcome.FAILED or not self.retries:
             self._acks.send(job)
@@ -255,7 +288,7 @@ class StorageSource(Source):
         if outcome is Outcome.RETRIED:
             self._nack(job, delay)
         else:
-            self._bury(job.id, job.ack_id, f"{type(error).__name__}: {error}")
+            self._bury(job.id, job.ack_id, failure_text(error))
         return outcome
 
     async def settle_async(
@@ -300,23 +333,31 @@ class StorageSource(Source):
     # -- time --------------------------------------------------------------------------------
 
     def expect_due(self, delay: float) -> None:
-        """Remember that a job becomes available in ``delay`` seconds."""
-        due = time.monotonic() + max(delay, 0.0)
-        if self.wake_at == 0.0 or due < self.wake_at:
-            self.wake_at = due
+        """Remember that a job becomes available in ``delay`` seconds.
+
+        At most ``_MAX_DUE`` times are kept; beyond that the poll finds the rest.
+        """
+        with self._due_lock:
+            if len(self._due) < _MAX_DUE:
+                heapq.heappush(self._due, time.monotonic() + max(delay, 0.0))
 
     def needs_timer(self) -> bool:
         return True
 
+    def worker_stopped(self) -> None:
+        self._renewer.stop()
+
     def tick_locked(self, now: float, poll: float) -> tuple[bool, float | None]:
         woke = False
         later: list[float] = []
-        if self.wake_at:
-            if self.wake_at <= now:
-                self.wake_at = 0.0
+        with self._due_lock:
+            due = self._due
+            if due and due[0] <= now:
+                while due and due[0] <= now:
+                    heapq.heappop(due)
                 self.maybe_ready = woke = True
-            else:
-                later.append(self.wake_at)
+            if due:
+                later.append(due[0])
         if self.retry_at:
             if self.retry_at <= now:
                 woke = True  # the back-off is over
@@ -359,7 +400,7 @@ class _Acks:
         self,
         storage: Any,
         batched: bool,
-        report: Callable[[BaseException], None],
+        report: Report,
         on_settled: Callable[[], None],
     ) -> None:
         self._storage = storage

@@ -10,20 +10,23 @@ at a given time is each source's business:
   ``poll_interval`` seconds (so jobs added by other processes are found even when no
   notification arrives), and again when its back-off after an error ends or a job this process
   delayed or gave back falls due;
-- :meth:`~varmq.sources.Source.renew_leases`: a storage queue renews the leases of the jobs it
-  handed out, every third of the lease, while they wait or run. One timer serves every job: no
-  thread per job.
+
+Lease renewals are not its work: each storage queue renews the leases of the jobs it handed out
+on a :class:`LeaseRenewer` thread of its own, so that a storage that hangs (a frozen Redis, a
+locked SQLite file) never delays the renewals of another. One renewer serves every job of its
+queue: no thread per job.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from .dispatch import Dispatcher
 from .states import State
 
-__all__ = ["Timer"]
+__all__ = ["LeaseRenewer", "Timer"]
 
 
 class Timer:
@@ -68,10 +71,6 @@ class Timer:
                     return
             now = time.monotonic()
             next_due = min(self._tick(now), now + dispatch.poll_interval)
-            for source in list(dispatch.sources):
-                renew_at = source.renew_leases(now)
-                if renew_at is not None:
-                    next_due = min(next_due, renew_at)
             with self._cv:
                 if not self._running:
                     return
@@ -98,3 +97,50 @@ class Timer:
                 dispatch.wake_locked()
         dispatch.spawn_pending()
         return next_due
+
+
+class LeaseRenewer:
+    """The thread that renews the leases of one storage queue's jobs.
+
+    ``renew(now)`` renews what is due and returns when to call it again (``None``: no lease
+    held, sleep until poked). Started by the first :meth:`poke` after the jobs it renews were
+    taken; it ends when told to stop (the worker stopped) or when nothing is left to renew.
+    """
+
+    def __init__(self, renew: Callable[[float], float | None], name: str) -> None:
+        self._renew = renew
+        self._name = name
+        # Guards _running and _thread; _cv is notified when a renewal may be due sooner.
+        self._cv = threading.Condition(threading.Lock())
+        self._running = False
+        self._thread: threading.Thread | None = None
+
+    def poke(self) -> None:
+        """Jobs were taken under a lease: start the thread, or make it look again."""
+        with self._cv:
+            if self._running:
+                self._cv.notify_all()
+                return
+            self._running = True
+            thread = threading.Thread(target=self._main, name=self._name, daemon=True)
+            self._thread = thread
+        thread.start()
+
+    def stop(self) -> None:
+        """Ask the thread to end (it never joins: safe under any lock)."""
+        with self._cv:
+            self._running = False
+            self._cv.notify_all()
+
+    def _main(self) -> None:
+        while True:
+            next_due = self._renew(time.monotonic())
+            with self._cv:
+                if not self._running:
+                    return
+                if next_due is None:
+                    self._cv.wait()
+                    continue
+                delay = next_due - time.monotonic()
+                if delay > 0:
+                    self._cv.wait(delay)

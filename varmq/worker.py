@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
-import os
 import queue
 import threading
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from typing_extensions import Self
 
+from . import options as check
 from . import registry
 from .binding import Binder, MemoryBinding, StorageBinding
 from .dispatch import Dispatcher
@@ -32,7 +32,7 @@ from .group import (
     Group,
 )
 from .handles import JobMaker, Producer
-from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob
+from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, FailedJob
 from .metrics import Metrics
 from .options import ErrorHandler
 from .retry import Retry
@@ -41,7 +41,7 @@ from .states import State, Status
 from .strategies import Strategy
 from .timer import Timer
 
-__all__ = ["BaseWorker", "ErrWorker", "ResultWorker", "Worker", "cpu_count"]
+__all__ = ["BaseWorker", "ErrWorker", "ResultWorker", "Worker"]
 
 log = logging.getLogger("varmq.worker")
 
@@ -49,11 +49,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 H = TypeVar("H", bound=EnqueuedJob[Any])
 G = TypeVar("G", bound=EnqueuedGroupJob)
-
-
-def cpu_count() -> int:
-    """Logical CPUs; what a concurrency of 0 or less means."""
-    return os.cpu_count() or 1
 
 
 def _no_id() -> str:
@@ -93,18 +88,37 @@ class BaseWorker(MemoryBinding[T, H, G]):
         retry: Retry | None = None,
         poison_limit: int = 5,
         prefetch: int | None = None,
+        log_failures: bool = True,
     ) -> None:
-        if not callable(fn):
-            raise TypeError(f"job function must be callable, got {type(fn).__name__}")
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval!r}")
-        if idle_worker_expiry < 0:
-            raise ValueError(f"idle_worker_expiry must be >= 0, got {idle_worker_expiry!r}")
+        check.job_function(fn)
+        limit = check.concurrency("concurrency", concurrency)
+        check.instance("name", name, str)
+        check.instance("auto_run", auto_run, bool, none_ok=False)
+        picking = check.strategy(strategy)
+        for option, hook in (
+            ("job_id_generator", job_id_generator),
+            ("error_handler", error_handler),
+            ("payload_decoder", payload_decoder),
+            ("payload_encoder", payload_encoder),
+        ):
+            check.optional_callable(option, hook)
+        expiry = check.seconds("idle_worker_expiry", idle_worker_expiry)
+        ratio = check.whole("min_idle_worker_ratio", min_idle_worker_ratio)
+        poll = check.seconds("poll_interval", poll_interval, positive=True)
+        check.whole("max_errors", max_errors, minimum=1)
+        check.seconds("stopped_retention", stopped_retention)
+        check.instance("retry", retry, Retry)
+        check.instance("log_failures", log_failures, bool, none_ok=False)
+        check.whole("poison_limit", poison_limit, minimum=1)
+        if prefetch is not None:
+            check.whole("prefetch", prefetch, minimum=0)
         self._name = name or ""
         self._error_handler = error_handler
+        self._handler_takes_job = check.takes_job(error_handler)
+        self._log_failures = log_failures
         self._retention = stopped_retention
         self._stopped_at: float | None = None
-        self._errors: queue.Queue[BaseException] = queue.Queue(maxsize=max(1, max_errors))
+        self._errors: queue.Queue[BaseException] = queue.Queue(maxsize=max_errors)
         self._errors_lock = threading.Lock()
         self._handler_failed = False
         label = self._name or f"worker@{id(self):x}"
@@ -117,12 +131,13 @@ class BaseWorker(MemoryBinding[T, H, G]):
             return ThreadRunner(dispatch, label, fn)
 
         self._dispatch = Dispatcher(
-            concurrency=concurrency if concurrency > 0 else cpu_count(),
-            strategy=Strategy(strategy),
-            idle_expiry=float(idle_worker_expiry),
-            min_idle_ratio=min(max(int(min_idle_worker_ratio), 1), 100),
-            poll_interval=float(poll_interval),
-            prefetch=None if prefetch is None else max(0, prefetch),
+            concurrency=limit,
+            strategy=picking,
+            idle_expiry=expiry,
+            # Clamped like upstream's WithMinIdleWorkerRatio: 0 means 1, above 100 means 100.
+            min_idle_ratio=min(max(ratio, 1), 100),
+            poll_interval=poll,
+            prefetch=prefetch,
             make_runner=make_runner,
             on_stopped=self._on_stopped,
         )
@@ -137,8 +152,9 @@ class BaseWorker(MemoryBinding[T, H, G]):
             report=self._report,
             retry=retry,
             decode=payload_decoder,
-            poison_limit=max(1, poison_limit),
+            poison_limit=poison_limit,
             wake_timer=self._wake_timer,
+            thread_name=f"varmq:{label}",
         )
         if auto_run:
             self.start()
@@ -165,7 +181,18 @@ class BaseWorker(MemoryBinding[T, H, G]):
             self._timer.start()
         self._timer.poke()
 
-    def _report(self, exc: BaseException) -> None:
+    def _report(self, exc: BaseException, job: FailedJob | None = None) -> None:
+        """Report ``exc``: to ``errs()``, the error handler and, for a failed job, the log."""
+        if job is not None and self._log_failures:
+            log.warning(
+                "job %r of queue %r failed on attempt %d: %s: %s",
+                job.id,
+                job.queue,
+                job.attempt,
+                type(exc).__name__,
+                exc,
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
         with self._errors_lock:
             if self._errors.full():
                 with contextlib.suppress(queue.Empty):
@@ -175,7 +202,10 @@ class BaseWorker(MemoryBinding[T, H, G]):
         if handler is None:
             return
         try:
-            handler(self, exc)
+            if self._handler_takes_job:
+                handler(self, exc, job)  # type: ignore[call-arg]
+            else:
+                handler(self, exc)  # type: ignore[call-arg]
         except Exception:
             if not self._handler_failed:
                 self._handler_failed = True
@@ -185,6 +215,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
         # Called under the dispatcher lock when the worker reaches Stopped.
         self._stopped_at = registry.now()
         self._timer.stop()
+        for source in self._dispatch.sources:
+            source.worker_stopped()
 
     def _stopped_for(self) -> float | None:
         stopped_at = self._stopped_at
@@ -235,10 +267,11 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self.start()
 
     def tune_pool(self, concurrency: int) -> None:
-        """Change the concurrency of a running worker (0 or less: the CPU count)."""
+        """Change the concurrency of a running worker (0: the CPU count)."""
+        limit = check.concurrency("tune_pool(concurrency)", concurrency)
         dispatch = self._dispatch
         with dispatch.lock:
-            dispatch.tune_locked(concurrency if concurrency > 0 else cpu_count())
+            dispatch.tune_locked(limit)
         dispatch.spawn_pending()
 
     # -- waits --------------------------------------------------------------------------------

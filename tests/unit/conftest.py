@@ -153,8 +153,8 @@ def _stop_workers(
     original = BaseWorker.__init__
 
     def recording_init(self: BaseWorker[Any, Any, Any], *args: Any, **kwargs: Any) -> None:
-        created.append(self)
         original(self, *args, **kwargs)
+        created.append(self)
 
     monkeypatch.setattr(BaseWorker, "__init__", recording_init)
     yield created

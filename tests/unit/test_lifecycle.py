@@ -152,11 +152,17 @@ def test_auto_run_starts_the_worker_idle(kind: str) -> None:
     assert worker.is_active
 
 
-@pytest.mark.parametrize("concurrency", [0, -1, -5])
 @pytest.mark.parametrize("kind", ["new_worker", "new_err_worker", "new_result_worker"])
-def test_concurrency_of_zero_or_less_means_the_cpu_count(kind: str, concurrency: int) -> None:
-    worker = getattr(varmq, kind)(lambda job: None, concurrency, auto_run=False)
+def test_concurrency_of_zero_means_the_cpu_count(kind: str) -> None:
+    worker = getattr(varmq, kind)(lambda job: None, 0, auto_run=False)
     assert worker.num_concurrency == (os.cpu_count() or 1)
+
+
+@pytest.mark.parametrize("concurrency", [-1, -5])
+@pytest.mark.parametrize("kind", ["new_worker", "new_err_worker", "new_result_worker"])
+def test_negative_concurrency_is_refused_naming_the_option(kind: str, concurrency: int) -> None:
+    with pytest.raises(ValueError, match=rf"concurrency must be >= 0, got {concurrency}"):
+        getattr(varmq, kind)(lambda job: None, concurrency, auto_run=False)
 
 
 def test_status_is_a_str_enum_with_the_upstream_values() -> None:

@@ -97,12 +97,20 @@ def test_tune_pool_down_with_every_thread_busy_does_not_fail(gate: Any) -> None:
     assert worker.is_active
 
 
-@pytest.mark.parametrize("n", [0, -5])
-def test_tune_pool_to_zero_or_less_means_the_cpu_count(n: int) -> None:
+def test_tune_pool_to_zero_means_the_cpu_count() -> None:
     cpus = os.cpu_count() or 1
     worker = varmq.new_worker(lambda job: None, cpus + 3)
-    worker.tune_pool(n)
+    worker.tune_pool(0)
     assert worker.num_concurrency == cpus
+
+
+@pytest.mark.parametrize("n", [-3, 1.5, "4", True])
+def test_tune_pool_refuses_what_is_not_a_concurrency_and_keeps_the_old_one(n: object) -> None:
+    worker = varmq.new_worker(lambda job: None, 4)
+    with pytest.raises((TypeError, ValueError), match=r"tune_pool\(concurrency\)"):
+        worker.tune_pool(n)  # type: ignore[arg-type]
+    assert worker.num_concurrency == 4
+    assert worker.is_active
 
 
 def test_tune_pool_to_the_same_value_raises_same_concurrency_error() -> None:

@@ -272,3 +272,43 @@ def test_delays_need_storage_that_can_delay(workers) -> None:
         handle.add("x", delay=1)
     with pytest.raises(TypeError, match="dead letters"):
         handle.dead_letters()
+
+
+def test_storage_jobs_falling_due_at_different_times_each_run_at_their_time_not_at_the_poll(
+    workers: list[Any],
+) -> None:
+    # A poll far away: only the worker's knowledge of each due time can start these jobs soon.
+    ran: dict[int, float] = {}
+    done = threading.Event()
+
+    def record(job: varmq.Job[int]) -> None:
+        ran[job.data] = time.monotonic()
+        if len(ran) == 4:
+            done.set()
+
+    worker = varmq.new_worker(record, 4, poll_interval=30.0)
+    workers.append(worker)
+    handle = worker.with_persistent_queue(MemoryStorage().new_queue("later"))
+    start = time.monotonic()
+    delays = {1: 0.2, 2: 0.3, 3: 0.4, 4: 0.5}
+    for n, delay in delays.items():
+        assert handle.add(n, delay=delay)
+    assert done.wait(WAIT), f"ran {sorted(ran)} of 4 within {WAIT} s"
+    for n, delay in delays.items():
+        assert ran[n] - start >= delay
+        assert ran[n] - start < delay + 1.0, f"job {n} ran {ran[n] - start - delay:.2f} s late"
+
+
+def test_storage_retries_falling_due_together_all_run_without_waiting_for_the_poll(
+    workers: list[Any],
+) -> None:
+    flaky = Flaky(failures=1)
+    worker = varmq.new_worker(flaky, 4, poll_interval=30.0, retry=varmq.Retry(backoff=0.2))
+    workers.append(worker)
+    handle = worker.with_persistent_queue(MemoryStorage().new_queue("flaky"))
+    for n in range(4):
+        assert handle.add(n)
+    deadline = time.monotonic() + WAIT
+    while len(flaky.runs) < 8 and time.monotonic() < deadline:
+        time.sleep(0.02)  # polling a counter the job function writes: no event to wait on
+    assert len(flaky.runs) == 8, flaky.runs

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
+import decimal
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,14 +60,69 @@ def test_add_stores_a_json_envelope_and_the_worker_runs_it(storage, workers) -> 
     assert len(q) == 0
 
 
-@pytest.mark.parametrize("data", [lambda: 1, {1, 2}, float("nan"), object()], ids=repr)
-def test_add_returns_false_for_data_that_is_not_json(storage, workers, data) -> None:
+_NOT_JSON = [
+    ({1, 2}, "set"),
+    (object(), "object"),
+    (datetime.datetime(2026, 1, 1), "datetime"),
+    (decimal.Decimal("1.5"), "Decimal"),
+    (uuid.UUID(int=7), "UUID"),
+    (b"raw", "bytes"),
+    (lambda: 1, "function"),
+]
+
+
+def _storage_handles(storage: Any, worker: Any) -> dict[str, Any]:
+    """One handle of every storage kind, each on a queue of its own."""
+    return {
+        "persistent": worker.with_persistent_queue(storage.new_queue("p")),
+        "persistent priority": worker.with_persistent_priority_queue(
+            storage.new_priority_queue("pp")
+        ),
+        "distributed": worker.with_distributed_queue(storage.new_distributed_queue("d")),
+        "distributed priority": worker.with_distributed_priority_queue(
+            storage.new_distributed_priority_queue("dp")
+        ),
+        "producer-only": varmq.new_distributed_queue(storage.new_distributed_queue("po")),
+    }
+
+
+@pytest.mark.parametrize(("data", "type_name"), _NOT_JSON, ids=[t for _, t in _NOT_JSON])
+def test_add_of_data_that_is_not_json_raises_type_error_naming_type_queue_and_job(
+    storage, workers, data, type_name
+) -> None:
     worker = varmq.new_worker(lambda job: None)
     workers.append(worker)
-    handle = worker.with_persistent_queue(storage.new_queue("jobs"))
-    assert handle.add(data) is False
-    assert len(handle) == 0
+    for kind, handle in _storage_handles(storage, worker).items():
+        with pytest.raises(TypeError, match=rf"queue '\w+': job 'j-1': .*{type_name}") as raised:
+            handle.add(data, job_id="j-1")
+        assert len(handle) == 0, kind
+        assert "JSON" in str(raised.value), kind
     assert worker.metrics.submitted == 0
+
+
+@pytest.mark.parametrize("data", [float("nan"), "lone \ud800 surrogate"], ids=["nan", "surrogate"])
+def test_add_of_a_value_json_cannot_hold_raises_value_error_naming_the_queue(
+    storage, workers, data
+) -> None:
+    worker = varmq.new_worker(lambda job: None)
+    workers.append(worker)
+    for handle in _storage_handles(storage, worker).values():
+        with pytest.raises(ValueError, match=r"queue '\w+': job '': "):
+            handle.add(data)
+        assert len(handle) == 0
+
+
+def test_a_payload_encoder_that_raises_fails_the_add_with_type_error(storage, workers) -> None:
+    def encoder(data: Any) -> Any:
+        raise KeyError("no such field")
+
+    worker = varmq.new_worker(lambda job: None, payload_encoder=encoder)
+    workers.append(worker)
+    handle = worker.with_persistent_queue(storage.new_queue("jobs"))
+    with pytest.raises(TypeError, match="payload_encoder raised KeyError") as raised:
+        handle.add({"a": 1})
+    assert isinstance(raised.value.__cause__, TypeError)
+    assert len(handle) == 0
 
 
 def test_add_returns_false_when_the_storage_refuses(storage, workers) -> None:
