@@ -16,6 +16,9 @@ Everything below the lock line is guarded by ``Dispatcher.lock``. Its invariants
   most ``prefetch`` beyond the slots free at the take. They run in every state (their leases
   are renewed meanwhile): Paused and Stopped wait for them.
 - a parked slot is in ``idle`` exactly when its park lock is held and nobody released it.
+- ``abandoned`` counts runs that passed their timeout and were settled while their thread still
+  runs the function: they hold their slot (and their thread) until it returns, but the worker
+  does not wait for them to pause, stop or drain.
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ class Dispatcher:
         self.state = State.INITIATED
         self.concurrency = concurrency
         self.in_flight = 0
+        self.abandoned = 0
         self.reserved = 0
         self.buffer: deque[tuple[Source, Job[Any]]] = deque()
         self.threads = 0
@@ -280,11 +284,18 @@ class Dispatcher:
         metrics.completed += ok + failed + dead
         metrics.dead_lettered += dead
 
-    def finish_locked(self, source: Source, outcome: Outcome, wake: bool = True) -> None:
+    def finish_locked(
+        self, source: Source, outcome: Outcome, wake: bool = True, timed_out: bool = False
+    ) -> None:
         """Account one run of a job of ``source`` that ended with ``outcome``.
 
         ``wake=False`` when the caller takes its next step right away: it needs no one else.
         """
+        self._count_locked(outcome, timed_out)
+        source.running -= 1
+        self.release_locked(1, wake)
+
+    def _count_locked(self, outcome: Outcome, timed_out: bool) -> None:
         metrics = self.metrics
         if outcome is Outcome.OK:
             metrics.successful += 1
@@ -296,24 +307,45 @@ class Dispatcher:
             metrics.completed += 1
             if outcome is Outcome.DEAD:
                 metrics.dead_lettered += 1
+        if timed_out:
+            metrics.timed_out += 1
+
+    def timed_out_locked(self, outcome: Outcome) -> None:
+        """A run passed its timeout and was settled with ``outcome`` while its thread still
+        runs the function: counted now, its slot given back when the thread returns."""
+        self._count_locked(outcome, timed_out=True)
+        self.abandoned += 1
+        self._settled_locked()
+
+    def returned_late_locked(self, source: Source, wake: bool = True) -> None:
+        """The thread of a run settled at its timeout has returned: its slot is free."""
+        self.abandoned -= 1
         source.running -= 1
         self.release_locked(1, wake)
+
+    def busy_locked(self) -> int:
+        """Runs the worker waits for: in flight, except those abandoned at their timeout."""
+        return self.in_flight - self.abandoned
 
     def release_locked(self, n: int, wake: bool = True) -> None:
         if n <= 0:
             return
         self.in_flight -= n
-        if self.in_flight == 0 and not self.buffer:
-            if self.state is State.PAUSING:
-                self.state = State.PAUSED
-            self.check_stopped_locked()
-            if self.waiters:
-                self.changed.notify_all()
+        self._settled_locked()
         if wake and self.waking == 0:
             if self.state is State.ACTIVE:
                 self.wake_locked()
             elif self.buffer:
                 self.wake_one_locked()  # paused or stopping: taken jobs still run
+
+    def _settled_locked(self) -> None:
+        """A run ended: a pausing worker may be paused, a stopping one stopped, waiters told."""
+        if self.in_flight - self.abandoned == 0 and not self.buffer:
+            if self.state is State.PAUSING:
+                self.state = State.PAUSED
+            self.check_stopped_locked()
+            if self.waiters:
+                self.changed.notify_all()
 
     def acks_settled(self) -> None:
         """Deferred acknowledgements were sent: a stopping worker may now be stopped."""
@@ -360,9 +392,9 @@ class Dispatcher:
     def check_stopped_locked(self) -> None:
         if (
             self.state is State.STOPPING
-            and self.in_flight == 0
+            and self.in_flight == self.abandoned
             and not self.buffer
-            and self.threads == 0
+            and self.threads == self.abandoned  # each abandoned run holds its thread
             and not self.acks_pending()
         ):
             self.state = State.STOPPED

@@ -1,7 +1,9 @@
 """The JSON envelope a job is stored in: ``{"id": .., "status": "Created", "data": ..}``.
 
-The only place that turns jobs into bytes and back. JSON only: nothing here can execute code
-while decoding (no pickle).
+Upstream's three fields come first; a job added with a ``timeout`` also carries
+``"timeout": <seconds>`` after them, so a producer can set it for the consumer. The only place
+that turns jobs into bytes and back. JSON only: nothing here can execute code while decoding
+(no pickle).
 """
 
 from __future__ import annotations
@@ -9,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["EnvelopeError", "decode", "encode"]
+__all__ = ["Envelope", "EnvelopeError", "decode", "encode"]
 
 # The "status" field is upstream's (Go varmq writes it, always "Created" at enqueue); it is
 # written and accepted so that stored jobs stay readable by both.
@@ -22,6 +24,14 @@ class EnvelopeError(ValueError):
     """Bytes that are not a job envelope."""
 
 
+class Envelope(NamedTuple):
+    """A decoded envelope: the job's id, its data, and its timeout (seconds) if it has one."""
+
+    id: str
+    data: Any
+    timeout: float | None = None
+
+
 def _default(value: Any) -> Any:
     # Dataclass instances are the common typed payload; everything else must be JSON already.
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -29,7 +39,12 @@ def _default(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__} has no JSON form ({value!r:.60})")
 
 
-def encode(job_id: str, data: Any, to_json: Callable[[Any], Any] | None = None) -> bytes:
+def encode(
+    job_id: str,
+    data: Any,
+    to_json: Callable[[Any], Any] | None = None,
+    timeout: float | None = None,
+) -> bytes:
     """Encode a job as envelope bytes.
 
     ``to_json`` converts the payload to plain JSON values first (the worker's payload hook).
@@ -42,9 +57,12 @@ def encode(job_id: str, data: Any, to_json: Callable[[Any], Any] | None = None) 
             data = to_json(data)
         except Exception as exc:
             raise TypeError(f"payload_encoder raised {type(exc).__name__}: {exc}") from exc
+    fields = {"id": job_id, "status": "Created", "data": data}
+    if timeout is not None:
+        fields["timeout"] = timeout
     try:
         body = json.dumps(
-            {"id": job_id, "status": "Created", "data": data},
+            fields,
             separators=(",", ":"),
             allow_nan=False,
             ensure_ascii=False,
@@ -61,8 +79,8 @@ def encode(job_id: str, data: Any, to_json: Callable[[Any], Any] | None = None) 
         raise ValueError(f"data is not JSON-encodable: {exc}") from None
 
 
-def decode(raw: bytes | bytearray | memoryview | str) -> tuple[str, Any]:
-    """Decode envelope bytes into ``(job_id, data)``; raises :class:`EnvelopeError`."""
+def decode(raw: bytes | bytearray | memoryview | str) -> Envelope:
+    """Decode envelope bytes; raises :class:`EnvelopeError`."""
     try:
         text = raw if isinstance(raw, str) else bytes(raw).decode("utf-8")
         obj = json.loads(text)
@@ -78,4 +96,9 @@ def decode(raw: bytes | bytearray | memoryview | str) -> tuple[str, Any]:
         raise EnvelopeError(f"invalid status: {status!r}")
     if "data" not in obj:
         raise EnvelopeError("field 'data' is missing")
-    return job_id, obj["data"]
+    timeout = obj.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
+        raise EnvelopeError(f"field 'timeout' is not a number of seconds > 0: {timeout!r}")
+    return Envelope(job_id, obj["data"], None if timeout is None else float(timeout))

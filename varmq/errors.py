@@ -14,6 +14,7 @@ __all__ = [
     "JobAlreadyClosedError",
     "JobCancelledError",
     "JobProcessingError",
+    "JobTimeoutError",
     "LeaseLostError",
     "NotRunningWorkerError",
     "ParseJobError",
@@ -124,6 +125,20 @@ class EnqueueError(VarMQError):
         super().__init__(f"queue {queue!r} did not store job {job_id!r}: {reason}")
         self.queue = queue
         self.job_id = job_id
+
+
+class JobTimeoutError(VarMQError, TimeoutError):
+    """A job ran longer than its timeout: it failed (and follows the retry policy).
+
+    An ``async def`` job was cancelled; a plain one had ``job.cancelled`` set and its slot is
+    given back when its function returns (Python cannot stop a thread).
+    """
+
+    def __init__(self, job_id: str, queue: str, timeout: float) -> None:
+        super().__init__(f"job {job_id!r} of queue {queue!r} ran longer than its {timeout} s")
+        self.job_id = job_id
+        self.queue = queue
+        self.timeout = timeout
 
 
 # Storage path errors: reported through errs() and the error handler.

@@ -99,6 +99,10 @@ def _priority(priority: object) -> int:
     return check.whole("priority", priority)
 
 
+def _timeout(timeout: object) -> float | None:
+    return None if timeout is None else check.seconds("timeout", timeout, positive=True)
+
+
 class _Handle:
     """What every queue handle offers: length, capacity, purge and close."""
 
@@ -157,9 +161,16 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
         return True
 
     def _add(
-        self, data: Any, priority: int | None, job_id: str | None, wait: float, strict: bool
+        self,
+        data: Any,
+        priority: int | None,
+        job_id: str | None,
+        wait: float,
+        strict: bool,
+        timeout: float | None,
     ) -> H | None:
         job = self._jobs.new_job(job_id or self._producer.next_id(), data, None)
+        job._timeout = timeout
         if not self._offer(job, priority, wait):
             if strict:
                 raise EnqueueError(self._source.label, job.id, "the queue is closed or full")
@@ -215,14 +226,19 @@ class Queue(_MemoryHandle[T, H, G]):
         job_id: str | None = None,
         delay: float | None = None,
         run_at: datetime | None = None,
+        timeout: float | None = None,
         strict: bool = False,
     ) -> H | None:
         """Add a job; its handle, or ``None`` when the queue refused it (closed, full).
 
-        With ``delay`` (seconds) or ``run_at`` (a datetime) the job waits until then. With
-        ``strict``, a refusal raises :class:`~varmq.EnqueueError` instead of giving ``None``.
+        With ``delay`` (seconds) or ``run_at`` (a datetime) the job waits until then; with
+        ``timeout`` (seconds) it fails with :class:`~varmq.JobTimeoutError` if it runs longer
+        (instead of the worker's ``timeout``). With ``strict``, a refusal raises
+        :class:`~varmq.EnqueueError` instead of giving ``None``.
         """
-        return self._add(data, None, _job_id(job_id), _delay_of(delay, run_at), strict)
+        return self._add(
+            data, None, _job_id(job_id), _delay_of(delay, run_at), strict, _timeout(timeout)
+        )
 
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
         """Add several jobs (``Item`` or bare data); a handle tracking them together."""
@@ -240,12 +256,18 @@ class PriorityQueue(_MemoryHandle[T, H, G]):
         job_id: str | None = None,
         delay: float | None = None,
         run_at: datetime | None = None,
+        timeout: float | None = None,
         strict: bool = False,
     ) -> H | None:
         """Add a job with ``priority``; its handle, or ``None`` when refused (``strict``:
-        :class:`~varmq.EnqueueError`)."""
+        :class:`~varmq.EnqueueError`). Other arguments as for :meth:`Queue.add`."""
         return self._add(
-            data, _priority(priority), _job_id(job_id), _delay_of(delay, run_at), strict
+            data,
+            _priority(priority),
+            _job_id(job_id),
+            _delay_of(delay, run_at),
+            strict,
+            _timeout(timeout),
         )
 
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
@@ -278,12 +300,18 @@ class _StorageHandle(_Handle, Generic[T]):
         return name if isinstance(name, str) and name else type(self._storage).__name__
 
     def _add(
-        self, data: Any, priority: int | None, job_id: str | None, wait: float, strict: bool
+        self,
+        data: Any,
+        priority: int | None,
+        job_id: str | None,
+        wait: float,
+        strict: bool,
+        timeout: float | None,
     ) -> bool:
         producer = self._producer
         job_id = job_id or producer.next_id()
         try:
-            raw = envelope.encode(job_id, data, producer.to_json)
+            raw = envelope.encode(job_id, data, producer.to_json, timeout)
         except (TypeError, ValueError) as exc:
             # A programming error, not a storage refusal: say so where the job is added.
             raise type(exc)(f"varmq: queue {self._label!r}: job {job_id!r}: {exc}") from exc
@@ -329,7 +357,7 @@ class _StorageHandle(_Handle, Generic[T]):
         letters = []
         for entry in self._dead_letter_store().dead_letters(limit):
             try:
-                job_id, data = envelope.decode(entry["item"])
+                job_id, data, _ = envelope.decode(entry["item"])
             except envelope.EnvelopeError:
                 job_id, data = "", entry["item"]
             letters.append(
@@ -366,15 +394,20 @@ class _FifoAdd(_StorageHandle[T]):
         job_id: str | None = None,
         delay: float | None = None,
         run_at: datetime | None = None,
+        timeout: float | None = None,
         strict: bool = False,
     ) -> bool:
         """Store a job; ``False`` when refused (closed, full, storage error).
 
         ``data`` must be JSON-encodable (after the worker's ``payload_encoder``, if any):
-        anything else raises ``TypeError`` naming the queue and job. With ``strict``, a refusal
-        raises :class:`~varmq.EnqueueError` instead of giving ``False``.
+        anything else raises ``TypeError`` naming the queue and job. ``timeout`` is stored with
+        the job, so the consumer fails it with :class:`~varmq.JobTimeoutError` if it runs
+        longer. With ``strict``, a refusal raises :class:`~varmq.EnqueueError` instead of
+        giving ``False``.
         """
-        return self._add(data, None, _job_id(job_id), _delay_of(delay, run_at), strict)
+        return self._add(
+            data, None, _job_id(job_id), _delay_of(delay, run_at), strict, _timeout(timeout)
+        )
 
 
 class _PriorityAdd(_StorageHandle[T]):
@@ -388,12 +421,18 @@ class _PriorityAdd(_StorageHandle[T]):
         job_id: str | None = None,
         delay: float | None = None,
         run_at: datetime | None = None,
+        timeout: float | None = None,
         strict: bool = False,
     ) -> bool:
         """Store a job with ``priority``; ``False`` when refused (``strict``:
-        :class:`~varmq.EnqueueError`). ``data`` must be JSON-encodable."""
+        :class:`~varmq.EnqueueError`). Other arguments as for the FIFO ``add``."""
         return self._add(
-            data, _priority(priority), _job_id(job_id), _delay_of(delay, run_at), strict
+            data,
+            _priority(priority),
+            _job_id(job_id),
+            _delay_of(delay, run_at),
+            strict,
+            _timeout(timeout),
         )
 
 

@@ -52,13 +52,45 @@ class JobStatus(str, Enum):
 class Job(Generic[T]):
     """What a job function receives: the job's ``id``, ``data`` and delivery ``attempt``."""
 
-    __slots__ = ("attempt", "data", "id")
+    __slots__ = ("_halt", "_timeout", "attempt", "data", "id")
 
     def __init__(self, job_id: str, data: T, attempt: int = 1) -> None:
         self.id = job_id
         self.data = data
         #: 1 for the first delivery; storage adapters that count deliveries raise it.
         self.attempt = attempt
+        #: Seconds this job may run (``add(timeout=)`` or the envelope); None: the worker's.
+        self._timeout: float | None = None
+        # None until someone asks for ``cancelled``; then its Event; True if set before that.
+        self._halt: threading.Event | bool | None = None
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the job should stop: its timeout passed, or it was cancelled.
+
+        A plain (non-``async``) job function cannot be interrupted; one that runs long can
+        check ``job.cancelled.is_set()`` or wait on it, and return early.
+        """
+        event = self._halt
+        if isinstance(event, threading.Event):
+            return event
+        with _CANCEL_LOCK:
+            event = self._halt
+            if not isinstance(event, threading.Event):
+                made = threading.Event()
+                if event is True:
+                    made.set()
+                self._halt = event = made
+        return event
+
+    def _request_cancel(self) -> None:
+        """Ask the job to stop (sets :attr:`cancelled`)."""
+        with _CANCEL_LOCK:
+            event = self._halt
+            if isinstance(event, threading.Event):
+                event.set()
+            else:
+                self._halt = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, data={self.data!r})"
@@ -103,6 +135,10 @@ class FailedJob:
 
 _Callback = Callable[[], None]
 
+# Guards the lazy creation of every job's ``cancelled`` event (rare: only on timeouts and when a
+# job function asks for it), so that a job that never needs one pays nothing for it.
+_CANCEL_LOCK = threading.Lock()
+
 
 class EnqueuedJob(Job[T]):
     """Handle of a job added to an in-memory queue: wait for it, cancel it, await it."""
@@ -124,6 +160,8 @@ class EnqueuedJob(Job[T]):
         self.id = job_id
         self.data = data
         self.attempt = 1
+        self._timeout = None
+        self._halt = None
         #: The priority it was added with (priority queues), kept for retries.
         self._priority = 0
         # Guards _status, _value, _error and _callbacks: every status change and the

@@ -20,6 +20,7 @@ class Metrics:
       are runs that were retried.
     - ``retried``: failed runs handed back for another attempt (with a retry policy).
     - ``dead_lettered``: jobs moved to their queue's dead letters.
+    - ``timed_out``: runs that passed their timeout (each also counts as ``failed``).
     - ``lost``: jobs taken from storage whose lease ran out (or was taken over) before a slot
       was free to start them: not run here, since the storage hands them out again.
 
@@ -35,10 +36,11 @@ class Metrics:
         "retried",
         "submitted",
         "successful",
+        "timed_out",
     )
 
     def __init__(self, lock: threading.Lock | None = None) -> None:
-        # Guards the seven counters. The worker passes its own lock, under which it already
+        # Guards the eight counters. The worker passes its own lock, under which it already
         # is when a job finishes, so counting costs no extra lock round trip.
         self._lock = lock if lock is not None else threading.Lock()
         self.submitted = 0
@@ -48,16 +50,17 @@ class Metrics:
         self.retried = 0
         self.dead_lettered = 0
         self.lost = 0
+        self.timed_out = 0
 
     def reset(self) -> None:
         """Set every counter to zero."""
         with self._lock:
             self.submitted = self.completed = self.successful = self.failed = 0
-            self.retried = self.dead_lettered = self.lost = 0
+            self.retried = self.dead_lettered = self.lost = self.timed_out = 0
 
     def __repr__(self) -> str:
         return (
             f"Metrics(submitted={self.submitted}, completed={self.completed}, "
             f"successful={self.successful}, failed={self.failed}, retried={self.retried}, "
-            f"dead_lettered={self.dead_lettered}, lost={self.lost})"
+            f"dead_lettered={self.dead_lettered}, lost={self.lost}, timed_out={self.timed_out})"
         )

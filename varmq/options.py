@@ -54,6 +54,7 @@ class WorkerOptions(TypedDict, total=False):
     poison_limit: int
     prefetch: int | None
     log_failures: bool
+    timeout: float | None
 
 
 # -- checks: every option is checked where it is given, and named in the error ---------------

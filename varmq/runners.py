@@ -14,13 +14,17 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .dispatch import Dispatcher, Slot
+from .errors import JobTimeoutError
 from .job import Job
 from .retry import Outcome
 from .sources import Source, Step
 from .states import State
+
+if TYPE_CHECKING:
+    from .timer import Timer
 
 __all__ = ["AsyncRunner", "ThreadRunner"]
 
@@ -41,10 +45,20 @@ class ThreadRunner:
 
     thread_limit: int | None = None
 
-    def __init__(self, dispatch: Dispatcher, name: str, fn: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        dispatch: Dispatcher,
+        name: str,
+        fn: Callable[[Any], Any],
+        timeout: float | None,
+        timer: Callable[[], Timer],
+    ) -> None:
         self._dispatch = dispatch
         self._name = name
         self._fn = fn
+        # The worker's default timeout (a job's own comes first), and who watches it.
+        self._timeout = timeout
+        self._timer = timer
         self._numbers = itertools.count(1)
 
     def start_locked(self) -> None:
@@ -71,7 +85,7 @@ class ThreadRunner:
 
     def _main(self, slot: Slot, parked: bool) -> None:
         dispatch = self._dispatch
-        finished: tuple[Source, Outcome] | None = None
+        finished: tuple[Source, Outcome | None] | None = None
         woken = not parked
         while True:
             if parked:
@@ -88,7 +102,10 @@ class ThreadRunner:
                 if tally is not None:
                     dispatch.count_locked(tally)
                 if finished is not None:
-                    dispatch.finish_locked(finished[0], finished[1], wake=False)
+                    if finished[1] is None:  # settled at its timeout, returned since
+                        dispatch.returned_late_locked(finished[0], wake=False)
+                    else:
+                        dispatch.finish_locked(finished[0], finished[1], wake=False)
                 step, source, arg = dispatch.step_locked(True)
                 if step is Step.PARK:
                     dispatch.parked_locked(slot)
@@ -111,8 +128,8 @@ class ThreadRunner:
                 return
 
     def _run_on(
-        self, finished: tuple[Source, Outcome]
-    ) -> tuple[tuple[Source, Outcome], list[int] | None]:
+        self, finished: tuple[Source, Outcome | None]
+    ) -> tuple[tuple[Source, Outcome | None], list[int] | None]:
         """Keep the slot and run the next jobs of the worker's one lock-free in-memory queue.
 
         The common case (one built-in in-memory queue, active worker, a backlog) then costs
@@ -126,6 +143,7 @@ class ThreadRunner:
         tally: list[int] | None = None
         while (
             fast is not None
+            and finished[1] is not None
             and fast[0] is finished[0]
             and dispatch.state is State.ACTIVE
             and dispatch.in_flight <= dispatch.concurrency
@@ -165,12 +183,18 @@ class ThreadRunner:
             self.spawn(spawns)
         return job
 
-    def _run(self, source: Source, job: Job[Any]) -> Outcome:
+    def _run(self, source: Source, job: Job[Any]) -> Outcome | None:
+        """Run ``job`` and settle it; ``None`` if its timeout passed first (the timer settled
+        it then, and only its slot is left to give back)."""
+        timeout = job._timeout or self._timeout
+        watch = None if timeout is None else self._timer().watch(source, job, timeout)
         try:
             value = self._fn(job)
             error = None
         except BaseException as exc:
             value, error = None, exc
+        if watch is not None and not self._timer().unwatch(watch):
+            return None
         try:
             return source.settle(job, value, error)
         except Exception:
@@ -218,11 +242,16 @@ class AsyncRunner:
     thread_limit: int | None = 1
 
     def __init__(
-        self, dispatch: Dispatcher, name: str, fn: Callable[[Any], Awaitable[Any]]
+        self,
+        dispatch: Dispatcher,
+        name: str,
+        fn: Callable[[Any], Awaitable[Any]],
+        timeout: float | None,
     ) -> None:
         self._dispatch = dispatch
         self._name = name
         self._fn = fn
+        self._timeout = timeout
         self._slot = Slot()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None
@@ -299,9 +328,16 @@ class AsyncRunner:
 
     async def _run(self, source: Source, job: Job[Any]) -> None:
         dispatch = self._dispatch
+        timeout = job._timeout or self._timeout
+        timed_out = False
         try:
-            value = await self._fn(job)
-            error = None
+            if timeout is None:
+                value = await self._fn(job)
+            else:
+                value, timed_out = await self._run_within(job, timeout)
+            error: BaseException | None = None
+            if timed_out:
+                error = JobTimeoutError(job.id, source.label, timeout)  # type: ignore[arg-type]
         except BaseException as exc:
             value, error = None, exc
         try:
@@ -316,9 +352,24 @@ class AsyncRunner:
             )
             outcome = Outcome.FAILED
         with dispatch.lock:
-            dispatch.finish_locked(source, outcome)
+            dispatch.finish_locked(source, outcome, timed_out=timed_out)
             if dispatch.in_flight == 0 and dispatch.state is State.STOPPING:
                 self._wake_dispatcher_locked()
+
+    async def _run_within(self, job: Job[Any], timeout: float) -> tuple[Any, bool]:
+        """Run ``job`` for at most ``timeout`` seconds: ``(value, False)``, or ``(None, True)``
+        after cancelling it at its timeout (the job sees ``CancelledError``)."""
+        task = asyncio.ensure_future(self._fn(job))
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        if done:
+            return task.result(), False
+        job._request_cancel()
+        task.cancel()
+        # A job that ignores the cancellation keeps its slot until it ends on its own.
+        await asyncio.wait({task})
+        if not task.cancelled() and task.exception() is None:
+            return task.result(), False  # it finished as it was cancelled
+        return None, True
 
     def _wake_dispatcher_locked(self) -> None:
         self._dispatch.unpark_locked(self._slot)

@@ -266,13 +266,15 @@ class MemorySource(Source):
             return handle if handle._claim() else None
         if isinstance(item, bytes | bytearray | str):
             try:
-                job_id, data = envelope.decode(item)
+                job_id, data, timeout = envelope.decode(item)
                 if self.decode is not None:
                     data = self.decode(data)
             except Exception as exc:
                 self._report(ParseJobError(self.label, "", str(exc)))
                 return None
-            return Job(job_id, data)
+            job = Job(job_id, data)
+            job._timeout = timeout
+            return job
         self._report(FailedToCastJobError(self.label, item))
         return None
 

@@ -65,6 +65,8 @@ class StorageJob(Job[Any]):
         self.id = job_id
         self.data = data
         self.attempt = attempt
+        self._timeout = None
+        self._halt = None
         self.ack_id = ack_id
         #: When to renew the lease next, and when it runs out (this process's monotonic clock).
         self.renew_at = 0.0
@@ -166,7 +168,7 @@ class StorageSource(Source):
             self._report(FailedToCastJobError(self.label, item))
             return None
         try:
-            job_id, data = envelope.decode(item)
+            job_id, data, timeout = envelope.decode(item)
             if self.decode is not None:
                 data = self.decode(data)
         except Exception as exc:
@@ -177,7 +179,9 @@ class StorageSource(Source):
                 self._bury("", ack_id, f"undecodable after {attempt} deliveries: {exc}")
             # Otherwise not acknowledged: the lease runs out and it is handed out again.
             return None
-        return StorageJob(job_id, data, attempt, ack_id)
+        job = StorageJob(job_id, data, attempt, ack_id)
+        job._timeout = timeout
+        return job
 
     def taken_locked(self, n: int, delivered: int, jobs: list[Job[Any]]) -> None:
         self.taking = False

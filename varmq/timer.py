@@ -5,6 +5,9 @@ It runs while a started worker has a bound queue that needs time to pass
 hold delayed jobs). It is the only place in the core that acts because time passed; what to do
 at a given time is each source's business:
 
+- a running plain job whose timeout passed is failed with :class:`~varmq.JobTimeoutError` and
+  settled by its source (its ``cancelled`` event set, its lease no longer renewed), while its
+  thread keeps running the function until it returns (see :meth:`Timer.watch`);
 - :meth:`~varmq.sources.Source.tick_locked`: an in-memory queue moves its due delayed and
   retried jobs into line; a storage queue last found empty is looked at again every
   ``poll_interval`` seconds (so jobs added by other processes are found even when no
@@ -19,14 +22,34 @@ queue: no thread per job.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .dispatch import Dispatcher
+from .errors import JobTimeoutError
+from .job import Job
+from .retry import Outcome
+from .sources import Source
 from .states import State
 
-__all__ = ["LeaseRenewer", "Timer"]
+log = logging.getLogger("varmq.worker")
+
+__all__ = ["LeaseRenewer", "Timer", "Watch"]
+
+
+class Watch:
+    """A running job with a timeout, watched by the timer until its function returns."""
+
+    __slots__ = ("deadline", "job", "source", "timeout")
+
+    def __init__(self, source: Source, job: Job[Any], timeout: float) -> None:
+        self.source = source
+        self.job = job
+        self.timeout = timeout
+        self.deadline = time.monotonic() + timeout
 
 
 class Timer:
@@ -35,11 +58,51 @@ class Timer:
     def __init__(self, dispatch: Dispatcher, name: str) -> None:
         self._dispatch = dispatch
         self._name = name
-        # Guards _running and _thread; _cv is notified when something may be due earlier
-        # than the thread planned to wake.
+        # Guards _running, _thread, _watches and _planned; _cv is notified when something may
+        # be due earlier than the thread planned to wake (at _planned).
         self._cv = threading.Condition(threading.Lock())
         self._running = False
         self._thread: threading.Thread | None = None
+        # Running jobs with a timeout, by id of their Watch: at most the concurrency of them.
+        self._watches: dict[int, Watch] = {}
+        self._planned = 0.0
+
+    def watch(self, source: Source, job: Job[Any], timeout: float) -> Watch:
+        """Fail ``job`` (just started) if it still runs ``timeout`` seconds from now."""
+        entry = Watch(source, job, timeout)
+        with self._cv:
+            self._watches[id(entry)] = entry
+            if self._running and entry.deadline < self._planned:
+                self._cv.notify_all()
+        if not self._running:
+            self.start()
+        return entry
+
+    def unwatch(self, entry: Watch) -> bool:
+        """The job's function returned: ``False`` if its timeout passed first (it is settled)."""
+        with self._cv:
+            return self._watches.pop(id(entry), None) is not None
+
+    def _expire(self, now: float) -> float | None:
+        """Fail the watched jobs whose timeout passed; the next deadline, if any."""
+        with self._cv:
+            due = [w for w in self._watches.values() if w.deadline <= now]
+            for entry in due:
+                del self._watches[id(entry)]
+            later = min((w.deadline for w in self._watches.values()), default=None)
+        dispatch = self._dispatch
+        for entry in due:
+            job, source = entry.job, entry.source
+            job._request_cancel()
+            error = JobTimeoutError(job.id, source.label, entry.timeout)
+            try:
+                outcome = source.settle(job, None, error)
+            except Exception:
+                log.exception("varmq: settling timed-out job %r of %r failed", job.id, source.label)
+                outcome = Outcome.FAILED
+            with dispatch.lock:
+                dispatch.timed_out_locked(outcome)
+        return later
 
     def start(self) -> None:
         with self._cv:
@@ -71,9 +134,14 @@ class Timer:
                     return
             now = time.monotonic()
             next_due = min(self._tick(now), now + dispatch.poll_interval)
+            if self._watches:
+                deadline = self._expire(now)
+                if deadline is not None:
+                    next_due = min(next_due, deadline)
             with self._cv:
                 if not self._running:
                     return
+                self._planned = next_due
                 delay = next_due - time.monotonic()
                 if delay > 0:
                     self._cv.wait(delay)

@@ -89,6 +89,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         poison_limit: int = 5,
         prefetch: int | None = None,
         log_failures: bool = True,
+        timeout: float | None = None,
     ) -> None:
         check.job_function(fn)
         limit = check.concurrency("concurrency", concurrency)
@@ -109,6 +110,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
         check.seconds("stopped_retention", stopped_retention)
         check.instance("retry", retry, Retry)
         check.instance("log_failures", log_failures, bool, none_ok=False)
+        if timeout is not None:
+            timeout = check.seconds("timeout", timeout, positive=True)
         check.whole("poison_limit", poison_limit, minimum=1)
         if prefetch is not None:
             check.whole("prefetch", prefetch, minimum=0)
@@ -127,8 +130,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
 
         def make_runner(dispatch: Dispatcher) -> ThreadRunner | AsyncRunner:
             if self._is_async:
-                return AsyncRunner(dispatch, label, fn)
-            return ThreadRunner(dispatch, label, fn)
+                return AsyncRunner(dispatch, label, fn, timeout)
+            return ThreadRunner(dispatch, label, fn, timeout, lambda: self._timer)
 
         self._dispatch = Dispatcher(
             concurrency=limit,
@@ -284,7 +287,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
             state = dispatch.state
             if state is State.INITIATED:
                 return True
-            if dispatch.in_flight or dispatch.buffer or dispatch.acks_pending():
+            if dispatch.busy_locked() or dispatch.buffer or dispatch.acks_pending():
                 return False
             return state is not State.ACTIVE or dispatch.queues_empty_locked()
 
@@ -296,7 +299,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         return dispatch.wait_for(
             lambda: (
                 dispatch.state is State.ACTIVE
-                and dispatch.in_flight == 0
+                and dispatch.busy_locked() == 0
                 and dispatch.queues_empty_locked()
             ),
             timeout,
