@@ -28,6 +28,7 @@ from .errors import (
     EnqueueError,
     FailedToCastJobError,
     FailedToDequeueError,
+    ForkedWorkerError,
     JobAlreadyClosedError,
     JobCancelledError,
     JobProcessingError,
@@ -67,6 +68,7 @@ from .protocols import IDistributedPriorityQueue, IDistributedQueue
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .registry import get_worker, workers
 from .retry import DeadLetter, NoRetry, Retry
+from .service import run, run_async
 from .states import Status
 from .strategies import Strategy
 from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
@@ -89,6 +91,7 @@ __all__ = [
     "FailedJob",
     "FailedToCastJobError",
     "FailedToDequeueError",
+    "ForkedWorkerError",
     "Item",
     "Job",
     "JobAlreadyClosedError",
@@ -131,6 +134,8 @@ __all__ = [
     "new_result_worker",
     "new_worker",
     "result_func",
+    "run",
+    "run_async",
     "workers",
 ]
 

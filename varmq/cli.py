@@ -1,10 +1,12 @@
-"""The ``varmq`` command: look into sqliteq and redisq stores, and recover dead letters.
+"""The ``varmq`` command: run workers as a service, look into sqliteq and redisq stores, and
+recover dead letters.
 
-``varmq stats|watch|dead|requeue-dead|purge URL ...``. ``URL`` is a SQLite file (an existing
-one; the ``sqlite:`` prefix is optional) or a ``redis://``, ``rediss://`` or ``unix://`` URL.
-Everything goes through the adapters' operator API (``list_queues``, ``open_queue``,
-``stats``, ``dead_letters``, ``requeue_dead``, ``purge``, ``purge_dead``); this module only
-parses arguments, opens stores and prints.
+``varmq worker MODULE:ATTR`` runs the worker(s) that attribute names until SIGTERM or SIGINT
+(see :func:`varmq.run`). ``varmq stats|watch|dead|requeue-dead|purge URL ...``: ``URL`` is a
+SQLite file (an existing one; the ``sqlite:`` prefix is optional) or a ``redis://``,
+``rediss://`` or ``unix://`` URL. Everything goes through the adapters' operator API
+(``list_queues``, ``open_queue``, ``stats``, ``dead_letters``, ``requeue_dead``, ``purge``,
+``purge_dead``); this module only parses arguments, opens stores and prints.
 
 Exit codes: 0 done; 1 the command ran and failed or was declined (storage error, purge not
 confirmed); 2 bad input: usage errors, no such file, not a varmq database, Redis unreachable,
@@ -305,6 +307,62 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def _load_workers(target: str) -> list[Any]:
+    """The workers ``MODULE:ATTR`` names: a worker, or a zero-argument callable returning one
+    or several."""
+    import importlib
+
+    from .worker import BaseWorker
+
+    module_name, colon, attribute = target.partition(":")
+    if not colon or not module_name or not attribute:
+        raise CliError(f"varmq: expected MODULE:ATTR (e.g. myapp.jobs:worker), got {target!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: the project's own modules
+    try:
+        found: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"varmq: cannot import {module_name!r}: {exc}") from None
+    for part in attribute.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise CliError(f"varmq: {module_name!r} has no attribute {attribute!r}") from None
+    if not isinstance(found, BaseWorker) and callable(found):
+        found = found()
+    workers = [found] if isinstance(found, BaseWorker) else list(found or [])
+    if not workers or not all(isinstance(w, BaseWorker) for w in workers):
+        raise CliError(
+            f"varmq: {target} is not a worker, nor a callable returning one or several workers"
+        )
+    return workers
+
+
+def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
+    import logging
+
+    from .service import run
+
+    if args.grace < 0:
+        raise CliError(f"varmq: --grace must be >= 0 seconds, got {args.grace}")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    workers = _load_workers(args.target)
+    if args.metrics_port is not None:
+        try:
+            from prometheus_client import start_http_server
+
+            from .prometheus import VarmqCollector
+        except ImportError:
+            raise CliError(
+                "varmq: --metrics-port needs the prometheus extra: pip install 'varmq[prometheus]'"
+            ) from None
+        VarmqCollector(workers)
+        start_http_server(args.metrics_port)
+    return run(*workers, grace=args.grace)
+
+
 # -- argument parsing -------------------------------------------------------------------------
 
 
@@ -321,12 +379,32 @@ def _positive_int(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="varmq",
-        description="Inspect varmq queues in a SQLite file or on Redis.",
+        description="Run varmq workers, and inspect varmq queues in a SQLite file or on Redis.",
         epilog="URL: a SQLite file (sqlite: prefix optional) or redis://, rediss://, unix:// "
         "URL. Exit codes: 0 ok, 1 failed or not confirmed, 2 bad input.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     url_help = "SQLite file or Redis URL"
+
+    p = sub.add_parser(
+        "worker",
+        help="run workers until SIGTERM/SIGINT, then stop them gracefully",
+        description="Import MODULE:ATTR (a worker, or a zero-argument callable returning one "
+        "or several) and run it until SIGTERM or SIGINT. On the first signal the workers stop "
+        "taking jobs, hand taken jobs that have not started back to storage, and give running "
+        "jobs --grace seconds; a second signal stops waiting. Exit 0 after a clean drain, 1 "
+        "when jobs were left running (their leases bring them back elsewhere).",
+    )
+    p.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.jobs:worker")
+    p.add_argument("--grace", type=float, default=30.0, help="seconds running jobs get (30)")
+    p.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="logging level (info)",
+    )
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.set_defaults(run=cmd_worker)
 
     p = sub.add_parser("stats", help="counts of every queue")
     p.add_argument("url", metavar="URL", help=url_help)

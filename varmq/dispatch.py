@@ -23,6 +23,7 @@ Everything below the lock line is guarded by ``Dispatcher.lock``. Its invariants
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -38,6 +39,19 @@ from .states import STATUS_OF, State, Status, state_error
 from .strategies import Strategy, pick
 
 __all__ = ["Dispatcher", "Runner", "Slot"]
+
+
+class _Forks:
+    """How many times this process is a fork child of the process it started as."""
+
+    count = 0
+
+
+def _forked() -> None:
+    _Forks.count += 1
+
+
+os.register_at_fork(after_in_child=_forked)
 
 
 class Slot:
@@ -80,7 +94,11 @@ class Dispatcher:
         prefetch: int | None,
         make_runner: Callable[[Dispatcher], Runner],
         on_stopped: Callable[[], None],
+        name: str,
     ) -> None:
+        self._name = name
+        self._pid = os.getpid()
+        self._forks = _Forks.count
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.metrics = Metrics(self.lock)
@@ -147,10 +165,21 @@ class Dispatcher:
     def needs_timer(self) -> bool:
         return any(source.needs_timer() for source in self.sources)
 
+    def check_process(self) -> None:
+        """Raise :class:`~varmq.ForkedWorkerError` in a child forked after this was made.
+
+        Checked before the lock is taken: a lock held by a thread at the fork stays held in
+        the child for ever.
+        """
+        if _Forks.count != self._forks:
+            raise errors.ForkedWorkerError(self._name, self._pid)
+
     # -- signals ----------------------------------------------------------------------------
 
     def signal(self, submitted: int = 0, source: Source | None = None) -> None:
         """New work may be there: count ``submitted`` jobs and wake a slot if one is needed."""
+        if _Forks.count != self._forks:
+            self.check_process()
         with self.lock:
             self.metrics.submitted += submitted
             if source is not None:
@@ -163,6 +192,7 @@ class Dispatcher:
 
     def add_submitted(self, n: int) -> None:
         """Count jobs accepted for later (delayed): nothing to wake for yet."""
+        self.check_process()
         with self.lock:
             self.metrics.submitted += n
 
@@ -478,6 +508,7 @@ class Dispatcher:
         Storage lengths can change without anyone here noticing (other processes), so the
         condition is re-checked at least every poll interval.
         """
+        self.check_process()
         deadline = None if timeout is None else time.monotonic() + timeout
         with self.changed:
             while not predicate():

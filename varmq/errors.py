@@ -11,6 +11,7 @@ __all__ = [
     "EnqueueError",
     "FailedToCastJobError",
     "FailedToDequeueError",
+    "ForkedWorkerError",
     "JobAlreadyClosedError",
     "JobCancelledError",
     "JobProcessingError",
@@ -115,6 +116,24 @@ class JobCancelledError(VarMQError):
     def __init__(self, job_id: str = "") -> None:
         super().__init__(f"job {job_id!r} was cancelled before it ran")
         self.job_id = job_id
+
+
+class ForkedWorkerError(VarMQError, RuntimeError):
+    """A worker made before ``os.fork()`` was used in the child process.
+
+    Its threads did not survive the fork (only the forking thread does), so it would never run
+    a job. Create workers after the fork: in gunicorn, do not make them at import time with
+    ``--preload`` (make them in ``post_fork`` or in the app factory); with multiprocessing,
+    use the ``spawn`` start method or make them in the child.
+    """
+
+    def __init__(self, worker: str, pid: int) -> None:
+        super().__init__(
+            f"worker {worker} was created in process {pid} and cannot run in this child "
+            "process after os.fork(); create workers after the fork (gunicorn: in post_fork, "
+            "not at import with --preload; multiprocessing: the 'spawn' start method)"
+        )
+        self.worker = worker
 
 
 class EnqueueError(VarMQError):

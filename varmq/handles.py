@@ -169,6 +169,7 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
         strict: bool,
         timeout: float | None,
     ) -> H | None:
+        self._dispatch.check_process()
         job = self._jobs.new_job(job_id or self._producer.next_id(), data, None)
         job._timeout = timeout
         if not self._offer(job, priority, wait):
@@ -309,6 +310,8 @@ class _StorageHandle(_Handle, Generic[T]):
         timeout: float | None,
     ) -> bool:
         producer = self._producer
+        if producer.dispatch is not None:
+            producer.dispatch.check_process()
         job_id = job_id or producer.next_id()
         try:
             raw = envelope.encode(job_id, data, producer.to_json, timeout)

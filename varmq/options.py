@@ -55,6 +55,8 @@ class WorkerOptions(TypedDict, total=False):
     prefetch: int | None
     log_failures: bool
     timeout: float | None
+    on_startup: Callable[[], object] | None
+    on_shutdown: Callable[[], object] | None
 
 
 # -- checks: every option is checked where it is given, and named in the error ---------------

@@ -14,6 +14,7 @@ import inspect
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -90,6 +91,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
         prefetch: int | None = None,
         log_failures: bool = True,
         timeout: float | None = None,
+        on_startup: Callable[[], object] | None = None,
+        on_shutdown: Callable[[], object] | None = None,
     ) -> None:
         check.job_function(fn)
         limit = check.concurrency("concurrency", concurrency)
@@ -97,6 +100,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
         check.instance("auto_run", auto_run, bool, none_ok=False)
         picking = check.strategy(strategy)
         for option, hook in (
+            ("on_startup", on_startup),
+            ("on_shutdown", on_shutdown),
             ("job_id_generator", job_id_generator),
             ("error_handler", error_handler),
             ("payload_decoder", payload_decoder),
@@ -116,6 +121,11 @@ class BaseWorker(MemoryBinding[T, H, G]):
         if prefetch is not None:
             check.whole("prefetch", prefetch, minimum=0)
         self._name = name or ""
+        self._on_startup = on_startup
+        self._on_shutdown = on_shutdown
+        # Clear while on_shutdown runs: a wait for the stop also waits for it.
+        self._shut_down = threading.Event()
+        self._shut_down.set()
         self._error_handler = error_handler
         self._handler_takes_job = check.takes_job(error_handler)
         self._log_failures = log_failures
@@ -143,6 +153,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
             prefetch=prefetch,
             make_runner=make_runner,
             on_stopped=self._on_stopped,
+            name=label,
         )
         self._timer = Timer(self._dispatch, label)
         producer = Producer(
@@ -220,6 +231,24 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._timer.stop()
         for source in self._dispatch.sources:
             source.worker_stopped()
+        if self._on_shutdown is not None:
+            # Not under the lock, and not in a thread that runs jobs: a thread of its own.
+            self._shut_down.clear()
+            threading.Thread(
+                target=self._run_hook,
+                args=("on_shutdown", self._on_shutdown, self._shut_down),
+                name=f"varmq:{self._label}:shutdown",
+                daemon=True,
+            ).start()
+
+    def _run_hook(self, which: str, hook: Callable[[], object], done: threading.Event) -> None:
+        try:
+            hook()
+        except Exception as exc:
+            log.exception("varmq: the %s hook of worker %s raised", which, self._label)
+            self._report(exc)
+        finally:
+            done.set()
 
     def _stopped_for(self) -> float | None:
         stopped_at = self._stopped_at
@@ -230,8 +259,19 @@ class BaseWorker(MemoryBinding[T, H, G]):
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start an initiated or stopped worker; it takes jobs at once."""
+        """Start an initiated or stopped worker; it takes jobs at once.
+
+        ``on_startup`` (a worker option) runs first, in the calling thread; if it raises, the
+        worker does not start and the exception propagates.
+        """
         dispatch = self._dispatch
+        dispatch.check_process()
+        with dispatch.lock:
+            if dispatch.state not in (State.INITIATED, State.STOPPED):
+                raise dispatch.state_error()
+        self._shut_down.wait()  # a restart waits for the last on_shutdown
+        if self._on_startup is not None:
+            self._on_startup()
         if self._name:
             registry.register(self)
         with dispatch.lock:
@@ -244,14 +284,17 @@ class BaseWorker(MemoryBinding[T, H, G]):
 
     def pause(self) -> None:
         """Stop taking new jobs; running jobs finish (Pausing, then Paused)."""
+        self._dispatch.check_process()
         self._dispatch.pause()
 
     def resume(self) -> None:
         """Take jobs again after a pause."""
+        self._dispatch.check_process()
         self._dispatch.resume()
 
     def stop(self) -> None:
         """Stop taking jobs; returns at once. Running jobs finish; queued jobs are kept."""
+        self._dispatch.check_process()
         with self._dispatch.lock:
             self._dispatch.stop_locked()
 
@@ -311,9 +354,13 @@ class BaseWorker(MemoryBinding[T, H, G]):
         return dispatch.wait_for(lambda: dispatch.state is State.PAUSED, timeout)
 
     def wait_until_stopped(self, timeout: float | None = None) -> bool:
-        """Wait until the worker is Stopped."""
+        """Wait until the worker is Stopped (and its ``on_shutdown`` hook has returned)."""
         dispatch = self._dispatch
-        return dispatch.wait_for(lambda: dispatch.state is State.STOPPED, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not dispatch.wait_for(lambda: dispatch.state is State.STOPPED, timeout):
+            return False
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        return self._shut_down.wait(left)
 
     def pause_and_wait(self, timeout: float | None = None) -> bool:
         """Pause, then wait until Paused."""
