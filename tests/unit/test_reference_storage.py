@@ -12,10 +12,10 @@ from varmq.testing import (
     DEAD_LETTER_MAX_AGE,
     FakeClock,
     Faults,
-    MemoryDistributedPriorityQueue,
-    MemoryDistributedQueue,
-    MemoryQueue,
     MemoryStorage,
+    ReferenceDistributedPriorityQueue,
+    ReferenceDistributedQueue,
+    ReferenceQueue,
 )
 
 
@@ -477,8 +477,8 @@ def test_open_queue_opens_an_existing_queue_as_its_own_kind(storage: MemoryStora
     storage.new_queue("emails").enqueue(b"b")
     urgent = storage.open_queue("urgent", visibility_timeout=5.0)
     emails = storage.open_queue("emails")
-    assert isinstance(urgent, MemoryDistributedPriorityQueue)
-    assert isinstance(emails, MemoryDistributedQueue)
+    assert isinstance(urgent, ReferenceDistributedPriorityQueue)
+    assert isinstance(emails, ReferenceDistributedQueue)
     assert urgent.lease_seconds == 5.0
     assert urgent.values() == [b"a"] and emails.values() == [b"b"]
 
@@ -489,7 +489,7 @@ def test_open_queue_of_an_unknown_name_raises_naming_it(storage: MemoryStorage) 
     assert storage.list_queues() == []
 
 
-def _drain_acked(q: MemoryQueue) -> list[bytes]:
+def _drain_acked(q: ReferenceQueue) -> list[bytes]:
     items = []
     while (taken := q.dequeue_with_ack_id()) is not None:
         items.append(taken[0])

@@ -44,10 +44,10 @@ __all__ = [
     "DEAD_LETTER_MAX_AGE",
     "FakeClock",
     "Faults",
-    "MemoryDistributedPriorityQueue",
-    "MemoryDistributedQueue",
-    "MemoryPriorityQueue",
-    "MemoryQueue",
+    "ReferenceDistributedPriorityQueue",
+    "ReferenceDistributedQueue",
+    "ReferencePriorityQueue",
+    "ReferenceQueue",
     "MemoryStorage",
 ]
 
@@ -184,10 +184,12 @@ class MemoryStorage:
         visibility_timeout: float = 300.0,
         dead_letter_limit: int = DEAD_LETTER_LIMIT,
         dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryQueue:
+    ) -> ReferenceQueue:
         """Open the FIFO queue ``name``; jobs stay leased ``visibility_timeout`` seconds."""
         named = self._named_queue(name, priority=False)
-        return MemoryQueue(self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age)
+        return ReferenceQueue(
+            self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
+        )
 
     def new_priority_queue(
         self,
@@ -196,10 +198,10 @@ class MemoryStorage:
         visibility_timeout: float = 300.0,
         dead_letter_limit: int = DEAD_LETTER_LIMIT,
         dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryPriorityQueue:
+    ) -> ReferencePriorityQueue:
         """Open the priority queue ``name`` (lower numbers first, FIFO among equals)."""
         named = self._named_queue(name, priority=True)
-        return MemoryPriorityQueue(
+        return ReferencePriorityQueue(
             self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
         )
 
@@ -210,10 +212,10 @@ class MemoryStorage:
         visibility_timeout: float = 300.0,
         dead_letter_limit: int = DEAD_LETTER_LIMIT,
         dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryDistributedQueue:
+    ) -> ReferenceDistributedQueue:
         """Open the FIFO queue ``name`` with ``subscribe``."""
         named = self._named_queue(name, priority=False)
-        return MemoryDistributedQueue(
+        return ReferenceDistributedQueue(
             self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
         )
 
@@ -224,10 +226,10 @@ class MemoryStorage:
         visibility_timeout: float = 300.0,
         dead_letter_limit: int = DEAD_LETTER_LIMIT,
         dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryDistributedPriorityQueue:
+    ) -> ReferenceDistributedPriorityQueue:
         """Open the priority queue ``name`` with ``subscribe``."""
         named = self._named_queue(name, priority=True)
-        return MemoryDistributedPriorityQueue(
+        return ReferenceDistributedPriorityQueue(
             self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
         )
 
@@ -247,7 +249,7 @@ class MemoryStorage:
         visibility_timeout: float = 300.0,
         dead_letter_limit: int = DEAD_LETTER_LIMIT,
         dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryDistributedQueue | MemoryDistributedPriorityQueue:
+    ) -> ReferenceDistributedQueue | ReferenceDistributedPriorityQueue:
         """Open the existing queue ``name`` as its own kind, with ``subscribe``.
 
         Raises ``LookupError`` naming the queue when nothing was ever opened under ``name``.
@@ -259,7 +261,7 @@ class MemoryStorage:
                 f"memory storage: no queue named {name!r}; create it with new_queue() or"
                 f" new_priority_queue() first (list_queues() shows the names)"
             )
-        opener = MemoryDistributedPriorityQueue if named.priority else MemoryDistributedQueue
+        opener = ReferenceDistributedPriorityQueue if named.priority else ReferenceDistributedQueue
         return opener(self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age)
 
     def close(self) -> None:
@@ -692,7 +694,7 @@ class _QueueBase:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-class MemoryQueue(_QueueBase):
+class ReferenceQueue(_QueueBase):
     """A FIFO queue: implements ``IPersistentQueue`` and every extension protocol."""
 
     def enqueue(self, item: bytes | str) -> bool:
@@ -700,7 +702,7 @@ class MemoryQueue(_QueueBase):
         return self._put(item, 0, None)
 
 
-class MemoryPriorityQueue(_QueueBase):
+class ReferencePriorityQueue(_QueueBase):
     """A priority queue: implements ``IPersistentPriorityQueue`` and every extension protocol."""
 
     def enqueue(self, item: bytes | str, priority: int) -> bool:
@@ -708,7 +710,7 @@ class MemoryPriorityQueue(_QueueBase):
         return self._put(item, priority, None)
 
 
-class MemoryDistributedQueue(MemoryQueue):
+class ReferenceDistributedQueue(ReferenceQueue):
     """A FIFO queue that also implements ``IDistributedQueue``."""
 
     def subscribe(self, callback: Callable[[str], None]) -> None:
@@ -716,7 +718,7 @@ class MemoryDistributedQueue(MemoryQueue):
         self._subscribe(callback)
 
 
-class MemoryDistributedPriorityQueue(MemoryPriorityQueue):
+class ReferenceDistributedPriorityQueue(ReferencePriorityQueue):
     """A priority queue that also implements ``IDistributedPriorityQueue``."""
 
     def subscribe(self, callback: Callable[[str], None]) -> None:
