@@ -112,6 +112,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 __all__ = [
+    "DEFAULT_DEAD_LETTER_LIMIT",
+    "DEFAULT_DEAD_LETTER_MAX_AGE",
+    "DEFAULT_VISIBILITY_TIMEOUT",
+    "MAX_COUNT",
+    "MAX_DELAY",
+    "MAX_PRIORITY",
+    "MAX_QUEUE_NAME_BYTES",
+    "MAX_VISIBILITY_TIMEOUT",
     "DeadLetterRecord",
     "IAcknowledgeable",
     "IBaseQueue",
@@ -134,6 +142,26 @@ __all__ = [
     "ISubscribable",
     "QueueStats",
 ]
+
+# The limits and defaults every storage shares (see "Arguments and options" above). The adapters
+# cannot import them, so each writes them once in its own options module; the conformance
+# suite checks the copies against these.
+MAX_QUEUE_NAME_BYTES = 200
+"""Longest queue name, in bytes of UTF-8."""
+MAX_DELAY = 3_153_600_000.0
+"""Longest delay (and longest ``dead_letter_max_age``), in seconds: 100 years of 365 days."""
+MAX_VISIBILITY_TIMEOUT = 604_800.0
+"""Longest ``visibility_timeout``, in seconds: seven days."""
+MAX_PRIORITY = 2**53
+"""Priorities run from ``-MAX_PRIORITY`` to ``MAX_PRIORITY``: integers a double holds exactly."""
+MAX_COUNT = 2**63 - 1
+"""Largest capacity, limit or batch size: a signed 64-bit integer."""
+DEFAULT_VISIBILITY_TIMEOUT = 300.0
+"""Seconds a lease lasts unless the queue is opened with another ``visibility_timeout``."""
+DEFAULT_DEAD_LETTER_LIMIT = 10_000
+"""Dead letters kept per queue unless opened with another ``dead_letter_limit``."""
+DEFAULT_DEAD_LETTER_MAX_AGE = 604_800.0
+"""Seconds a dead letter is kept unless opened with another ``dead_letter_max_age``: 7 days."""
 
 
 class QueueStats(TypedDict):

@@ -161,7 +161,7 @@ def test_str_items_are_stored_as_utf8_bytes(storage: MemoryStorage) -> None:
     assert q.dequeue() == "héllo".encode()
 
 
-@pytest.mark.parametrize("item", [1, 1.5, bytearray(b"x"), None, {"id": "x"}], ids=repr)
+@pytest.mark.parametrize("item", [1, 1.5, None, {"id": "x"}], ids=repr)
 def test_other_item_types_raise_a_type_error_naming_the_queue(
     storage: MemoryStorage, item: object
 ) -> None:
@@ -394,7 +394,7 @@ def test_dead_at_is_unix_time_moving_with_the_storage_clock(
 
 def test_requeue_dead_refuses_a_single_str_key(storage: MemoryStorage) -> None:
     q = storage.new_queue("q")
-    with pytest.raises(TypeError, match="list of keys"):
+    with pytest.raises(TypeError, match="keys='abc'; expected None or a collection"):
         q.requeue_dead("abc")
 
 
@@ -437,7 +437,7 @@ def test_dead_letter_retention_is_the_option_of_the_object_that_adds(
 
 @pytest.mark.parametrize(
     ("option", "value"),
-    [("dead_letter_limit", 0), ("dead_letter_limit", 1.5), ("dead_letter_max_age", 0)],
+    [("dead_letter_limit", 0), ("dead_letter_limit", -1), ("dead_letter_max_age", 0)],
 )
 def test_dead_letter_options_must_be_positive(
     storage: MemoryStorage, option: str, value: float
