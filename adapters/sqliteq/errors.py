@@ -53,8 +53,8 @@ class ClosedError(SqliteqError):
     """A queue was opened on a ``Queues`` that was already closed."""
 
 
-class QueueKindError(SqliteqError):
-    """A queue name was opened as the other kind (FIFO versus priority)."""
+class QueueKindError(SqliteqError, ValueError):
+    """A queue name was opened as the other kind (FIFO versus priority); a ``ValueError``."""
 
     def __init__(self, path: str, queue: str, stored: str, requested: str) -> None:
         self.path = path
