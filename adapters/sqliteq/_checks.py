@@ -25,6 +25,7 @@ __all__ = [
     "check_job_id",
     "check_keys",
     "check_name",
+    "delay_ms",
     "error_text",
     "queue_settings",
 ]
@@ -127,6 +128,12 @@ def check(subject: str, key: str, value: Any) -> Any:
     ):
         raise ValueError(problem)
     return value
+
+
+def delay_ms(subject: str, delay: Any) -> int:
+    """A checked delay in whole milliseconds, rounded up (never early); 0 for ``<= 0``."""
+    seconds = check(subject, "delay", delay)
+    return math.ceil(seconds * 1000) if seconds > 0 else 0
 
 
 def queue_settings(subject: str, options: Mapping[str, Any]) -> QueueSettings:

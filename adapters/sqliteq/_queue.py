@@ -13,13 +13,12 @@ method and log a warning once (see :class:`~sqliteq._database.Database`).
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _sql
-from ._checks import QueueSettings, QueueStats, as_bytes, check, check_job_id
+from ._checks import QueueSettings, QueueStats, as_bytes, check, check_job_id, delay_ms
 from ._database import Database
 from ._dead import DeadLetterShelf
 from ._retention import DONE, keep_within
@@ -100,7 +99,7 @@ class StoredQueue(DeadLetterShelf):
                 f"{exc}; retry set_capacity"
             ) from exc
 
-    def _add(self, item: Any, priority: int, job_id: str | None, delay_ms: int = 0) -> bool:
+    def _add(self, item: Any, priority: int, job_id: str | None, wait_ms: int = 0) -> bool:
         """Store the checked ``item``; the kinds check ``priority`` and ``job_id`` first."""
         data = as_bytes(self._subject, item)
         if self._closed:
@@ -110,9 +109,9 @@ class StoredQueue(DeadLetterShelf):
             "priority": priority,
             "data": data,
             "job_id": job_id,
-            "delay_ms": delay_ms,
+            "delay_ms": wait_ms,
         }
-        if delay_ms > 0:
+        if wait_ms > 0:
             statement = _sql.ENQUEUE_DELAYED
         else:
             statement = _sql.ENQUEUE if job_id is None else _sql.ENQUEUE_DEDUP
@@ -123,7 +122,7 @@ class StoredQueue(DeadLetterShelf):
                 # A job id that is already stored is there: not a refusal (as without a limit).
                 return job_id is not None and self._is_stored(conn, job_id)
             added = conn.execute(statement, {**params, "now": now}).rowcount == 1
-            if added and delay_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
+            if added and wait_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
                 conn.execute(_sql.BUMP_ENQUEUED, params)
             return True
 
@@ -154,7 +153,7 @@ class StoredQueue(DeadLetterShelf):
         rank = self._rank(priority)
         if job_id is not None:
             job_id = check_job_id(self._subject, job_id)
-        return self._add(item, rank, job_id, self._delay_ms(delay))
+        return self._add(item, rank, job_id, delay_ms(self._subject, delay))
 
     def _rank(self, priority: Any) -> int:
         """The priority to store for the optional ``priority`` argument: 0 on a FIFO queue."""
@@ -163,11 +162,6 @@ class StoredQueue(DeadLetterShelf):
     def _priority(self, priority: Any) -> int:
         """A priority queue's checked priority."""
         return int(check(self._subject, "priority", priority))
-
-    def _delay_ms(self, delay: Any) -> int:
-        """``delay`` seconds as whole milliseconds, rounded up (never early); 0 for ``<= 0``."""
-        seconds = check(self._subject, "delay", delay)
-        return math.ceil(seconds * 1000) if seconds > 0 else 0
 
     def _is_full(self, conn: sqlite3.Connection, now: int, capacity: int) -> bool:
         params = {"queue": self._name, "now": now, "capacity": capacity}
@@ -267,12 +261,12 @@ class StoredQueue(DeadLetterShelf):
         and gets a new id: once due (``delay <= 0``: now) it is at the end of its priority's
         line, behind jobs already waiting at the same millisecond. Works after ``close()``.
         """
-        delay_ms = self._delay_ms(delay)
+        wait_ms = delay_ms(self._subject, delay)
         if not isinstance(ack_id, str):
             return False
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, "now": now, "delay_ms": delay_ms}
+            params = {"token": ack_id, "queue": self._name, "now": now, "delay_ms": wait_ms}
             return bool(conn.execute(_sql.NACK, params).rowcount == 1)
 
         return self._db.write("nack", body, False)
