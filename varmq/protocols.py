@@ -91,10 +91,40 @@ Finding queues (on the store, not a protocol)
     kind raises ``ValueError``. Every store opens its four kinds through one internal opener,
     so every ``new_*`` call and ``open_queue`` check their options alike.
 
-Items and priorities
-    ``enqueue`` accepts ``bytes`` (and ``str``, stored as UTF-8); anything else is refused with
-    ``False`` or ``TypeError``. Priorities are Python ints; a storage supports at least the
-    signed 32-bit range, which the conformance suite checks.
+Arguments and options
+    Every storage checks its arguments the same way, before it stores anything. A value of the
+    wrong type raises ``TypeError``; a value of the right type out of range raises
+    ``ValueError``; both name the store, the queue, the argument and the value. (``bool`` is
+    not accepted where a number is expected.) State and storage trouble never raise from a
+    queue method: a closed or full queue refuses with ``False``, a stale ack id gives
+    ``False``, and a storage failure gives the method's "nothing" value. The rules:
+
+    - queue names: a ``str`` of 1 to 200 bytes in UTF-8 (so text that cannot be encoded, such
+      as a lone surrogate, is refused too);
+    - items: ``bytes``, ``bytearray``, ``memoryview`` or ``str`` (stored as UTF-8; a ``str``
+      that UTF-8 cannot encode raises ``ValueError``);
+    - priorities (priority queues): an ``int`` from ``-2**53`` to ``2**53``; ``None`` means 0
+      in ``enqueue_dedup`` and ``enqueue_delayed``. FIFO queues ignore the priority argument;
+    - job ids: a non-empty ``str`` that UTF-8 can encode (``enqueue_delayed`` also takes
+      ``None``: no dedup);
+    - ack ids are opaque: anything that is not the ``str`` of a held lease gives ``False``;
+    - delays (``enqueue_delayed``, ``nack``): an ``int`` or ``float``, finite, at most
+      ``3_153_600_000`` seconds (100 years of 365 days); zero or less means now;
+    - ``visibility_timeout``: seconds, finite, above 0 and at most 604,800 (seven days; the
+      worker renews leases, so long jobs need no long timeout); default 300;
+    - ``dead_letter_limit``: an ``int`` of at least 1; default 10,000;
+    - ``dead_letter_max_age``: seconds, finite, above 0 and at most 100 years; default 7 days;
+    - counts (``set_capacity``, ``dead_letters(limit)``, batch sizes): an ``int`` below
+      ``2**63``; a capacity or a limit is at least 0 (``set_capacity(0)``: unlimited,
+      ``dead_letters(0)``: ``[]``); a batch of ``n <= 0`` takes nothing;
+    - ``requeue_dead(keys)``: ``None`` or a collection of ``str``; one ``str`` or ``bytes`` on
+      its own is refused, since it would be read as a collection of characters;
+    - an option a store does not know raises ``TypeError``;
+    - the error text of ``dead_letter`` is any object, kept as its ``str``; characters UTF-8
+      cannot encode (lone surrogates) are kept escaped, as ``"\\udcff"``.
+
+    Adapters do not import varmq, so each keeps its own small copy of these checks; the
+    conformance suite (``varmq.testing``) is what keeps the copies identical.
 
 After ``close()``
     The queue object refuses enqueues and hands out no more jobs, but ``acknowledge`` and

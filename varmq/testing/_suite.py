@@ -148,6 +148,15 @@ def drain(q: Any) -> list[bytes]:
     return items
 
 
+def kill(q: Any, kind: QueueKind, item: bytes, error: str = "boom") -> str:
+    """Store ``item``, take it and dead-letter it (it must be the only job waiting); its key."""
+    assert put(q, kind, item)
+    taken, ack_id = take_one(q)
+    assert taken == item
+    assert q.dead_letter(ack_id, error) is True
+    return str(q.dead_letters(1_000_000)[-1]["key"])
+
+
 def priority_arg(kind: QueueKind, priority: int = 0) -> int | None:
     """The ``priority`` argument of the optional-priority calls: ``None`` on FIFO queues."""
     return priority if kind.priority else None

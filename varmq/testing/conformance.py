@@ -81,6 +81,7 @@ from varmq.testing._suite import (
     put,
     take,
 )
+from varmq.testing.conformance_checks import CheckConformance
 from varmq.testing.conformance_retries import RetryConformance
 from varmq.testing.conformance_worker import WorkerConformance
 from varmq.testing.harness import QueueKind, QueuesHarness, StorageHarness
@@ -181,19 +182,6 @@ class BaseConformance(SuiteBase):
         assert first[0] == second[0] == b"same"
         assert first[1] != second[1]
         assert q.acknowledge(first[1]) and q.acknowledge(second[1])
-
-    @kinds(ALL_KINDS)
-    @pytest.mark.parametrize("item", [12345, 1.5, {"id": "x"}, ["x"], None, object()], ids=repr)
-    def test_enqueue_refuses_items_that_are_not_bytes_or_str(
-        self, harness: StorageHarness, kind: QueueKind, item: Any
-    ) -> None:
-        q = self.open(harness, kind)
-        try:
-            refused = not put(q, kind, item)
-        except TypeError:
-            refused = True
-        assert refused, f"{kind} stored {item!r}"
-        assert len(q) == 0
 
     # -- taking and acknowledging ----------------------------------------------------------------
 
@@ -676,5 +664,5 @@ class BaseConformance(SuiteBase):
         assert set(heard) == {"enqueued"}
 
 
-class QueueConformance(BaseConformance, RetryConformance, WorkerConformance):
+class QueueConformance(BaseConformance, RetryConformance, CheckConformance, WorkerConformance):
     """The whole suite; subclass it with a ``Test*`` name and implement ``make_harness``."""

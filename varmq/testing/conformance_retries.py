@@ -33,6 +33,7 @@ from varmq.testing._suite import (
     SuiteBase,
     drain,
     fresh_name,
+    kill,
     kinds,
     priority_arg,
     put,
@@ -50,14 +51,6 @@ OLD_UNIX_TIME = 1_000_000_000.0
 def _delay(q: Any, kind: QueueKind, item: bytes, delay: float, priority: int = 0) -> bool:
     """``enqueue_delayed`` without a job id, with ``priority`` on priority queues."""
     return bool(q.enqueue_delayed(item, delay, None, priority_arg(kind, priority)))
-
-
-def _kill(q: Any, kind: QueueKind, item: bytes, error: str = "boom") -> None:
-    """Store ``item``, take it and dead-letter it; it must be the only job waiting."""
-    assert put(q, kind, item)
-    taken, ack_id = take_one(q)
-    assert taken == item
-    assert q.dead_letter(ack_id, error) is True
 
 
 class RetryConformance(SuiteBase):
@@ -362,7 +355,7 @@ class RetryConformance(SuiteBase):
         q = self.open(harness, kind)
         items = [f"job-{i}".encode() for i in range(4)]
         for i, item in enumerate(items):
-            _kill(q, kind, item, f"error {i}")
+            kill(q, kind, item, f"error {i}")
             harness.advance(0.01)
         letters = q.dead_letters()
         assert [letter["item"] for letter in letters] == items
@@ -384,7 +377,7 @@ class RetryConformance(SuiteBase):
         harness.advance(LEASE * 1.2)  # a's second delivery is the one that dies
         _, ack_id = take_one(q)
         assert q.dead_letter(ack_id, "boom")
-        _kill(q, kind, b"b")
+        kill(q, kind, b"b")
         by_item = {letter["item"]: letter["key"] for letter in q.dead_letters()}
         assert q.requeue_dead([by_item[b"a"], "no-such-key"]) == 1
         assert [letter["item"] for letter in q.dead_letters()] == [b"b"]
@@ -400,7 +393,7 @@ class RetryConformance(SuiteBase):
         self.require(IDeadLetterable)
         q = self.open(harness, kind)
         for item in (b"a", b"b", b"c"):
-            _kill(q, kind, item)
+            kill(q, kind, item)
         assert q.requeue_dead() == 3
         assert q.dead_letters() == []
         assert len(q) == 3
@@ -431,8 +424,8 @@ class RetryConformance(SuiteBase):
     ) -> None:
         self.require(IDeadLetterable)
         q = self.open(harness, kind)
-        _kill(q, kind, b"a")
-        _kill(q, kind, b"b")
+        kill(q, kind, b"a")
+        kill(q, kind, b"b")
         assert put(q, kind, b"waiting")
         assert q.purge_dead() == 2
         assert q.dead_letters() == []
@@ -447,7 +440,7 @@ class RetryConformance(SuiteBase):
         q = self.open(harness, kind, dead_letter_limit=3)
         items = [f"job-{i}".encode() for i in range(5)]
         for item in items:
-            _kill(q, kind, item)
+            kill(q, kind, item)
             harness.advance(0.01)
         assert [letter["item"] for letter in q.dead_letters()] == items[2:]
 
@@ -457,11 +450,11 @@ class RetryConformance(SuiteBase):
     ) -> None:
         self.require(IDeadLetterable)
         q = self.open(harness, kind, dead_letter_max_age=DELAY)
-        _kill(q, kind, b"old")
+        kill(q, kind, b"old")
         harness.advance(DELAY * 0.6)
-        _kill(q, kind, b"young")
+        kill(q, kind, b"young")
         harness.advance(DELAY * 0.6)
-        _kill(q, kind, b"new")
+        kill(q, kind, b"new")
         assert [letter["item"] for letter in q.dead_letters()] == [b"young", b"new"]
 
     @kinds(ALL_KINDS)
@@ -488,7 +481,7 @@ class RetryConformance(SuiteBase):
             self.open(harness, kind, name),
             self.open(harness, kind),
         )
-        _kill(q, kind, b"a")
+        kill(q, kind, b"a")
         assert [letter["item"] for letter in other.dead_letters()] == [b"a"]
         assert elsewhere.dead_letters() == []
         assert elsewhere.requeue_dead() == 0
@@ -568,8 +561,8 @@ class RetryConformance(SuiteBase):
     def test_stats_count_dead_letters(self, harness: StorageHarness, kind: QueueKind) -> None:
         self.require(IQueueStats, IDeadLetterable)
         q = self.open(harness, kind)
-        _kill(q, kind, b"a")
-        _kill(q, kind, b"b")
+        kill(q, kind, b"a")
+        kill(q, kind, b"b")
         stats = q.stats()
         assert (stats["waiting"], stats["in_flight"], stats["dead"]) == (0, 0, 2)
         assert q.purge_dead() == 2

@@ -101,7 +101,8 @@ class FakeWallClock(FakeClock):
     """
 
     def __init__(self, start_ms: int | None = None) -> None:
-        super().__init__(time.time() if start_ms is None else start_ms / 1000)
+        start_ms = time.time_ns() // 1_000_000 if start_ms is None else start_ms
+        super().__init__(start_ms / 1000)
 
     def __call__(self) -> int:
         return round(super().__call__() * 1000)

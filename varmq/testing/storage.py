@@ -477,7 +477,7 @@ class _QueueBase:
             self._catch_up()
             results = []
             for ack_id in ack_ids:
-                lease = self._named.leased.pop(ack_id, None)
+                lease = self._unlease(ack_id)
                 if lease is not None:
                     self._named.job_ids.discard(lease.job.job_id or "")
                 results.append(lease is not None)
@@ -489,7 +489,7 @@ class _QueueBase:
             return False
         with self._lock:
             self._catch_up()
-            lease = self._named.leased.get(ack_id)
+            lease = self._named.leased.get(ack_id) if isinstance(ack_id, str) else None
             if lease is None:
                 return False
             lease.deadline = self._storage._clock() + self._lease_seconds
@@ -507,7 +507,7 @@ class _QueueBase:
             return False
         with self._lock:
             self._catch_up()
-            lease = self._named.leased.pop(ack_id, None)
+            lease = self._unlease(ack_id)
             if lease is None:
                 return False
             now = self._storage._clock()
@@ -528,7 +528,7 @@ class _QueueBase:
             return False
         with self._lock:
             self._catch_up()
-            lease = self._named.leased.pop(ack_id, None)
+            lease = self._unlease(ack_id)
             if lease is None:
                 return False
             job = lease.job
@@ -549,6 +549,10 @@ class _QueueBase:
             if len(dead) <= self._dead_letter_limit and letter.died >= oldest_kept:
                 break
             del dead[key]
+
+    def _unlease(self, ack_id: object) -> _Lease | None:
+        """Remove and return the lease held under ``ack_id``; ``None`` if none. Holds _lock."""
+        return self._named.leased.pop(ack_id, None) if isinstance(ack_id, str) else None
 
     def _catch_up(self) -> None:
         """Bring the named queue up to the clock. Caller holds _lock.
