@@ -3,7 +3,8 @@
 Each method is one call of ``queue.lua`` (see its header for the key layout and invariant), so
 every method is atomic on the server and safe from any thread. Methods never raise Redis errors:
 they return ``False`` / ``None`` / ``[]`` / ``0`` and the failure is logged once (``redisq``
-logger). The distributed variants live in :mod:`redisq.distributed`.
+logger). Bad arguments do raise, before anything reaches Redis, by the rules of
+:mod:`redisq.checks`. The distributed variants live in :mod:`redisq.distributed`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ timer either: a take first promotes the due ones (one indexed ``UPDATE``). The d
 shelf is in :mod:`sqliteq._dead`, the four kinds of queue in :mod:`sqliteq._kinds`.
 
 Storage failures never raise from these methods: they return the "nothing" value of the
-method and log a warning once (see :class:`~sqliteq._database.Database`).
+method and log a warning once (see :class:`~sqliteq._database.Database`). Bad arguments do
+raise, before anything is written, by the rules of :mod:`sqliteq._checks`.
 """
 
 from __future__ import annotations

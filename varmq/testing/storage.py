@@ -506,9 +506,7 @@ class _QueueBase:
         if self.faults.refuse_nack:
             return False
         with self._lock:
-            self._catch_up()
-            lease = self._unlease(ack_id)
-            if lease is None:
+            if (lease := self._take_back(ack_id)) is None:
                 return False
             now = self._storage._clock()
             job = lease.job
@@ -527,9 +525,7 @@ class _QueueBase:
         if self.faults.refuse_dead_letter:
             return False
         with self._lock:
-            self._catch_up()
-            lease = self._unlease(ack_id)
-            if lease is None:
+            if (lease := self._take_back(ack_id)) is None:
                 return False
             job = lease.job
             self._named.job_ids.discard(job.job_id or "")
@@ -549,6 +545,11 @@ class _QueueBase:
             if len(dead) <= self._dead_letter_limit and letter.died >= oldest_kept:
                 break
             del dead[key]
+
+    def _take_back(self, ack_id: object) -> _Lease | None:
+        """Catch up with the clock, then remove the lease held under ``ack_id``. Holds _lock."""
+        self._catch_up()
+        return self._unlease(ack_id)
 
     def _unlease(self, ack_id: object) -> _Lease | None:
         """Remove and return the lease held under ``ack_id``; ``None`` if none. Holds _lock."""
