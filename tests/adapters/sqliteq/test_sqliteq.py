@@ -16,7 +16,6 @@ import sqliteq
 from tests.adapters.sqliteq.conftest import rows
 from varmq.testing import FakeWallClock
 
-
 # --- capacity ----------------------------------------------------------------------------------
 
 
