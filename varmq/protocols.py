@@ -34,55 +34,97 @@ Which methods the worker calls
     - ``__len__`` for ``len(handle)``, ``num_pending`` and the length-based strategies, and
       ``subscribe`` once, when a distributed queue is bound.
 
-Retries, delays and dead letters (SEMANTICS: the same in every storage)
-    The protocols below: `IDelayedEnqueue.enqueue_delayed(item, delay, job_id=None,
-    priority=None)`, `INackable.nack(ack_id, delay)`, `IDeadLetterable.dead_letter(ack_id,
-    error) / dead_letters(limit=100) / requeue_dead(keys=None) / purge_dead()`,
-    `IQueueStats.stats()`. Exact semantics every storage must share:
+Delays and the order of the line
+    Jobs are handed out by priority (lower first), then by the time they became available,
+    then by the order in which they joined the line. A plain enqueue makes a job available at
+    once. A job given a delay, by ``enqueue_delayed(item, delay)`` or ``nack(ack_id, delay)``,
+    becomes available ``delay`` seconds later and joins the end of its priority's line at that
+    moment: it never overtakes jobs that were already waiting. A delay of zero or less means
+    now, at the end of the line. A job whose lease expired is different: it goes back to the
+    place it had, with its original availability time.
 
-    - Order of handing out: by priority (lower first), then by the time the job became
-      available, then by enqueue sequence. A plain enqueue becomes available when stored. A
-      delayed job (`enqueue_delayed` with delay > 0, or after `nack(ack_id, delay)`) becomes
-      available at now + delay and then joins the END of its priority's line at that moment (it
-      does not jump ahead of jobs that were already waiting). `delay <= 0` means available now
-      (end of line). A job whose lease EXPIRED keeps its original place (its original
-      availability time/sequence), as today.
-    - A delayed job is not handed out before its time, and is handed out promptly after it by
-      the next take (no timer thread: the take itself promotes due jobs, bounded per call, like
-      expired leases). `len()` and `values()` count/list only jobs available now (not delayed,
-      not in flight). Delays are stored as absolute deadlines (adapter clock, integer ms) and so
-      survive restarts.
-    - `nack(ack_id, delay)`: only if the lease is still held (same fencing as acknowledge:
-      unknown, expired or taken-over token -> False). The job keeps its priority and its
-      delivery count; the next take counts one more delivery (attempt + 1).
-    - `dead_letter(ack_id, error)`: only if the lease is still held (else False); atomically
-      moves the job out of the queue onto the queue's dead-letter shelf, recording item bytes,
-      attempts (delivery count so far), error text, dead_at (Unix seconds, float). Dead letters
-      are not counted by len()/values(), never handed out by takes. `dead_letters(limit)` lists
-      oldest first as dicts `{"key": str, "item": bytes, "attempts": int, "error": str,
-      "dead_at": float}`; `key` is an opaque string identifying the dead letter.
-      `requeue_dead(keys=None)` puts the given (or all) dead letters back in line, available now
-      (end of their priority's line), with the delivery count reset to 0 so the next take is
-      attempt 1; returns how many were requeued (unknown keys ignored). `purge_dead()` deletes
-      all, returns how many. Bounded retention: queue options `dead_letter_limit=10_000` (per
-      queue; the oldest beyond it are dropped) and `dead_letter_max_age=604800.0` seconds (7
-      days), pruned incrementally in the same atomic step that adds dead letters; documented.
-    - Dedup (`enqueue_dedup`, and `enqueue_delayed` with a job_id): a job id is "stored" while
-      its job waits, is delayed or is in flight; a dead-lettered or acknowledged job no longer
-      blocks a new job with the same id.
-    - `stats()` -> `{"waiting": len(), "in_flight": leased and not expired, "delayed": stored
-      with a future availability, "dead": dead letters, "oldest_age": seconds since the oldest
-      waiting job became available (0.0 if none)}` — all numbers (int or float), one cheap call.
-    - Queue listing for operators (on the adapter's `Queues` object, not a protocol):
-      `Queues.list_queues() -> list[tuple[str, str]]` giving `(name, kind)` for every queue ever
-      created in that store, kind `"fifo"` or `"priority"`, and `Queues.open_queue(name) ->
-      queue object` that opens an existing queue as its own kind (distributed variant, so it can
-      subscribe) and raises a clear error naming the queue when it does not exist.
+    Delays need no timer thread. Every take first moves the jobs that became due into line,
+    a bounded number per call, as it moves back jobs whose lease expired; so a delayed job is
+    never handed out before its time and is handed out by the first take after it. ``len()``
+    and ``values()`` count and list only jobs available now: not delayed, not in flight. A
+    storage records a delay as an absolute deadline on its own clock, in whole milliseconds
+    rounded up (never early), so delays survive a restart.
 
-Items and priorities
-    ``enqueue`` accepts ``bytes`` (and ``str``, stored as UTF-8); anything else is refused with
-    ``False`` or ``TypeError``. Priorities are Python ints; a storage supports at least the
-    signed 32-bit range, which the conformance suite checks.
+Retries
+    ``nack(ack_id, delay)`` gives a leased job back. It is fenced like ``acknowledge``: an
+    unknown, expired or taken-over ack id returns ``False`` and changes nothing. The job keeps
+    its priority and its delivery count, so the next take reports one more attempt.
+
+Dead letters
+    ``dead_letter(ack_id, error)``, fenced the same way, moves the job out of the queue onto the
+    queue's dead-letter shelf in one atomic step, recording a :class:`DeadLetterRecord`: the
+    item bytes, the attempts (deliveries so far), the error text and ``dead_at`` (Unix seconds,
+    a float). Dead letters are not counted by ``len()``, not listed by ``values()`` and never
+    handed out. ``dead_letters(limit)`` lists up to ``limit`` of them, oldest first; ``key`` is
+    an opaque string that names one of them. ``requeue_dead(keys=None)`` puts the named dead
+    letters (all of them for ``None``) back at the end of their priority's line, available now,
+    with the delivery count reset so that the next take is attempt 1, and returns how many;
+    unknown keys are ignored. ``purge_dead()`` deletes them all and returns how many.
+
+    The shelf is bounded by two queue options, applied in the same atomic step that adds a
+    dead letter: ``dead_letter_limit`` (default 10,000 per queue; the oldest beyond it are
+    dropped) and ``dead_letter_max_age`` (default 604,800 s, seven days).
+
+Job ids
+    A job id given to ``enqueue_dedup`` or ``enqueue_delayed`` is stored while its job waits,
+    is delayed or is in flight; adding it again meanwhile stores nothing and returns ``True``.
+    Once the job is acknowledged or dead-lettered, the id is free again.
+
+Stats
+    ``stats()`` returns a :class:`QueueStats` in one cheap call: ``waiting`` (what ``len()``
+    counts), ``in_flight`` (leased, lease not expired), ``delayed`` (available later), ``dead``
+    (dead letters) and ``oldest_age`` (seconds since the oldest waiting job became available,
+    ``0.0`` when none waits). The four counts are ints and ``oldest_age`` is a float, also
+    when the storage cannot be reached (then every value is zero).
+
+Finding queues (on the store, not a protocol)
+    The object that opens queues (``sqliteq.Queues``, ``redisq.Queues``, the reference
+    storage) offers ``list_queues()``, the ``(name, kind)`` of every queue ever created in
+    that store with kind ``"fifo"`` or ``"priority"``, and ``open_queue(name)``, which opens an
+    existing queue as its own kind, in its distributed variant so that it can subscribe, and
+    raises a ``LookupError`` naming the queue when there is none. Opening a name as the other
+    kind raises ``ValueError``. Every store opens its four kinds through one internal opener,
+    so every ``new_*`` call and ``open_queue`` check their options alike.
+
+Arguments and options
+    Every storage checks its arguments the same way, before it stores anything. A value of the
+    wrong type raises ``TypeError``; a value of the right type out of range raises
+    ``ValueError``; both name the store, the queue, the argument and the value. (``bool`` is
+    not accepted where a number is expected.) State and storage trouble never raise from a
+    queue method: a closed or full queue refuses with ``False``, a stale ack id gives
+    ``False``, and a storage failure gives the method's "nothing" value. The rules:
+
+    - queue names: a ``str`` of 1 to 200 bytes in UTF-8 (so text that cannot be encoded, such
+      as a lone surrogate, is refused too);
+    - items: ``bytes``, ``bytearray``, ``memoryview`` or ``str`` (stored as UTF-8; a ``str``
+      that UTF-8 cannot encode raises ``ValueError``);
+    - priorities (priority queues): an ``int`` from ``-2**53`` to ``2**53``; ``None`` means 0
+      in ``enqueue_dedup`` and ``enqueue_delayed``. FIFO queues ignore the priority argument;
+    - job ids: a non-empty ``str`` that UTF-8 can encode (``enqueue_delayed`` also takes
+      ``None``: no dedup);
+    - ack ids are opaque: anything that is not the ``str`` of a held lease gives ``False``;
+    - delays (``enqueue_delayed``, ``nack``): an ``int`` or ``float``, finite, at most
+      ``3_153_600_000`` seconds (100 years of 365 days); zero or less means now;
+    - ``visibility_timeout``: seconds, finite, above 0 and at most 604,800 (seven days; the
+      worker renews leases, so long jobs need no long timeout); default 300;
+    - ``dead_letter_limit``: an ``int`` of at least 1; default 10,000;
+    - ``dead_letter_max_age``: seconds, finite, above 0 and at most 100 years; default 7 days;
+    - counts (``set_capacity``, ``dead_letters(limit)``, batch sizes): an ``int`` below
+      ``2**63``; a capacity or a limit is at least 0 (``set_capacity(0)``: unlimited,
+      ``dead_letters(0)``: ``[]``); a batch of ``n <= 0`` takes nothing;
+    - ``requeue_dead(keys)``: ``None`` or a collection of ``str``; one ``str`` or ``bytes`` on
+      its own is refused, since it would be read as a collection of characters;
+    - an option a store does not know raises ``TypeError``;
+    - the error text of ``dead_letter`` is any object, kept as its ``str``; characters UTF-8
+      cannot encode (lone surrogates) are kept escaped, as ``"\\udcff"``.
+
+    Adapters do not import varmq, so each keeps its own small copy of these checks; the
+    conformance suite (``varmq.testing``) is what keeps the copies identical.
 
 After ``close()``
     The queue object refuses enqueues and hands out no more jobs, but ``acknowledge`` and
@@ -90,8 +132,8 @@ After ``close()``
     close must be able to finish what it took.
 
 Every method may be called from any thread. A storage error should make the method return
-its "nothing" value (``False``, ``None``, ``[]``) or raise; the worker handles both, backs off,
-and reports the error once per back-off step.
+its "nothing" value (``False``, ``None``, ``[]``, ``0``, zero stats); the worker also copes with
+one that raises, backs off, and reports the error once per back-off step.
 """
 
 from __future__ import annotations
@@ -100,6 +142,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 __all__ = [
+    "DEFAULT_DEAD_LETTER_LIMIT",
+    "DEFAULT_DEAD_LETTER_MAX_AGE",
+    "DEFAULT_VISIBILITY_TIMEOUT",
+    "MAX_COUNT",
+    "MAX_DELAY",
+    "MAX_PRIORITY",
+    "MAX_QUEUE_NAME_BYTES",
+    "MAX_VISIBILITY_TIMEOUT",
+    "DeadLetterRecord",
     "IAcknowledgeable",
     "IBaseQueue",
     "IBatchAcknowledgeable",
@@ -119,7 +170,58 @@ __all__ = [
     "IQueue",
     "IQueueStats",
     "ISubscribable",
+    "QueueStats",
 ]
+
+# The limits and defaults every storage shares (see "Arguments and options" above). The adapters
+# cannot import them, so each writes them once in its own options module; the conformance
+# suite checks the copies against these.
+MAX_QUEUE_NAME_BYTES = 200
+"""Longest queue name, in bytes of UTF-8."""
+MAX_DELAY = 3_153_600_000.0
+"""Longest delay (and longest ``dead_letter_max_age``), in seconds: 100 years of 365 days."""
+MAX_VISIBILITY_TIMEOUT = 604_800.0
+"""Longest ``visibility_timeout``, in seconds: seven days."""
+MAX_PRIORITY = 2**53
+"""Priorities run from ``-MAX_PRIORITY`` to ``MAX_PRIORITY``: integers a double holds exactly."""
+MAX_COUNT = 2**63 - 1
+"""Largest capacity, limit or batch size: a signed 64-bit integer."""
+DEFAULT_VISIBILITY_TIMEOUT = 300.0
+"""Seconds a lease lasts unless the queue is opened with another ``visibility_timeout``."""
+DEFAULT_DEAD_LETTER_LIMIT = 10_000
+"""Dead letters kept per queue unless opened with another ``dead_letter_limit``."""
+DEFAULT_DEAD_LETTER_MAX_AGE = 604_800.0
+"""Seconds a dead letter is kept unless opened with another ``dead_letter_max_age``: 7 days."""
+
+
+class QueueStats(TypedDict):
+    """What :meth:`IQueueStats.stats` returns: where one queue's jobs are, across processes."""
+
+    waiting: int
+    """Jobs available to take now: what ``len()`` counts."""
+    in_flight: int
+    """Jobs leased, whose lease has not expired."""
+    delayed: int
+    """Jobs that become available later (delayed enqueues and nacks)."""
+    dead: int
+    """Dead letters on the queue's shelf."""
+    oldest_age: float
+    """Seconds since the oldest waiting job became available; ``0.0`` when none waits."""
+
+
+class DeadLetterRecord(TypedDict):
+    """One entry of :meth:`IDeadLetterable.dead_letters`: a job that will not be retried."""
+
+    key: str
+    """Opaque; names this dead letter for ``requeue_dead``."""
+    item: bytes
+    """The stored bytes, as they were enqueued."""
+    attempts: int
+    """How often the job was handed out before it died."""
+    error: str
+    """The error text given to ``dead_letter``."""
+    dead_at: float
+    """When it died, in Unix seconds."""
 
 
 @runtime_checkable
@@ -318,9 +420,9 @@ class INackable(Protocol):
 class IDeadLetterable(Protocol):
     """A shelf of jobs that will not be retried, kept for inspection and recovery.
 
-    Each dead letter is a ``dict``: ``{"key": str, "item": bytes, "attempts": int,
-    "error": str, "dead_at": float}`` (``dead_at`` in Unix seconds). ``key`` identifies it
-    for ``requeue_dead``. Retention is bounded by count and age (the adapter documents both).
+    Each dead letter is a :class:`DeadLetterRecord`; its ``key`` names it for
+    ``requeue_dead``. Retention is bounded by the queue options ``dead_letter_limit`` and
+    ``dead_letter_max_age``.
     """
 
     def dead_letter(self, ack_id: str, error: str) -> bool:
@@ -330,8 +432,8 @@ class IDeadLetterable(Protocol):
         """
         ...
 
-    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Up to ``limit`` dead letters, oldest first."""
+    def dead_letters(self, limit: int = 100) -> list[DeadLetterRecord]:
+        """Up to ``limit`` dead letters, oldest first (``limit=0``: none)."""
         ...
 
     def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
@@ -351,9 +453,10 @@ class IQueueStats(Protocol):
     """Counts for operators, from the storage (every process), in one cheap call."""
 
     def stats(self) -> dict[str, float]:
-        """``{"waiting", "in_flight", "delayed", "dead", "oldest_age"}``.
+        """Where this queue's jobs are, as a :class:`QueueStats`; zeros when storage fails.
 
-        ``oldest_age`` is the age in seconds of the oldest waiting job (0 when none waits).
+        Annotated as a plain ``dict`` until the worker's stats code reads it as a
+        ``QueueStats`` (it copies it with ``dict()``, which a ``TypedDict`` does not allow).
         """
         ...
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
+from redisq.checks import QueueSettings
 from redisq.pubsub import Listener
 from redisq.queue import PriorityQueue, Queue, _StoredQueue
 from redisq.script import ScriptRunner
@@ -22,19 +22,12 @@ __all__ = ["DistributedPriorityQueue", "DistributedQueue"]
 class _Notifying(_StoredQueue):
     """Adds ``subscribe``; ``close`` also drops this queue's subscribers."""
 
+    NOTIFIES = True
+
     def __init__(
-        self,
-        name: str,
-        runner: ScriptRunner,
-        listener: Listener,
-        *,
-        visibility_timeout: float,
-        **options: Any,
+        self, name: str, runner: ScriptRunner, listener: Listener, settings: QueueSettings
     ) -> None:
-        super().__init__(
-            name, runner, visibility_timeout=visibility_timeout, channel=True, **options
-        )
-        self._listener = listener
+        super().__init__(name, runner, listener, settings)
         # Protects _subscribers: the callbacks this queue registered, to drop them on close.
         self._subscribers_lock = threading.Lock()
         self._subscribers: list[Callable[[str], None]] = []

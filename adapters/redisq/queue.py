@@ -3,17 +3,32 @@
 Each method is one call of ``queue.lua`` (see its header for the key layout and invariant), so
 every method is atomic on the server and safe from any thread. Methods never raise Redis errors:
 they return ``False`` / ``None`` / ``[]`` / ``0`` and the failure is logged once (``redisq``
-logger). The distributed variants live in :mod:`redisq.distributed`.
+logger). Bad arguments do raise, before anything reaches Redis, by the rules of
+:mod:`redisq.checks`. The distributed variants live in :mod:`redisq.distributed`.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
+from redisq.checks import (
+    DeadLetterRecord,
+    QueueSettings,
+    QueueStats,
+    as_bytes,
+    check,
+    check_job_id,
+    check_keys,
+    delay_ms,
+    error_text,
+)
 from redisq.keys import queue_keys
 from redisq.script import FAILED, ScriptRunner
+
+if TYPE_CHECKING:
+    from redisq.pubsub import Listener
 
 __all__ = ["PriorityQueue", "Queue"]
 
@@ -23,59 +38,33 @@ PRIORITY: Final = "priority"
 # Expired leases a take moves back to ready before it pops; bounds the work of one call while
 # still recovering faster than any taker can take.
 _RECOVER_PER_CALL: Final = 100
-# Retention of the dead-letter shelf, per queue (documented in docs/redisq.md).
-DEAD_LETTER_LIMIT: Final = 10_000
-DEAD_LETTER_MAX_AGE: Final = 604_800.0  # seconds: 7 days
-
 # Payloads per script call of enqueue_many: one call blocks Redis while it runs, so a long batch
 # is cut into calls of this size.
 _ENQUEUE_MANY_CHUNK: Final = 1000
-# ZSET scores are doubles: beyond 2**53 two priorities could compare equal.
-_MAX_PRIORITY: Final = 2**53
+# The most a count the script passes on to a Redis command may be: Lua numbers are doubles,
+# and Redis reads a count beyond 2**53 as no integer at all.
+_MAX_SCRIPT_COUNT: Final = 2**31 - 1
 
 
 class _StoredQueue:
     """Everything a FIFO and a priority queue share; ``enqueue`` is defined by the subclasses."""
 
     KIND: str = FIFO
+    NOTIFIES: ClassVar[bool] = False  # whether enqueues publish "enqueued" on the channel
 
     def __init__(
-        self,
-        name: str,
-        runner: ScriptRunner,
-        *,
-        visibility_timeout: float,
-        channel: bool,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
+        self, name: str, runner: ScriptRunner, listener: Listener, settings: QueueSettings
     ) -> None:
-        if not visibility_timeout > 0:
-            raise ValueError(
-                f"redisq: queue {name!r}: visibility_timeout must be > 0 seconds, "
-                f"got {visibility_timeout!r}"
-            )
-        if (
-            isinstance(dead_letter_limit, bool)
-            or not isinstance(dead_letter_limit, int)
-            or dead_letter_limit < 0
-        ):
-            raise ValueError(
-                f"redisq: queue {name!r}: dead_letter_limit must be an integer >= 0, "
-                f"got {dead_letter_limit!r}"
-            )
-        if not dead_letter_max_age >= 0:
-            raise ValueError(
-                f"redisq: queue {name!r}: dead_letter_max_age must be >= 0 seconds, "
-                f"got {dead_letter_max_age!r}"
-            )
-        self._dead_letter_limit = dead_letter_limit
-        self._dead_letter_max_age_ms = round(dead_letter_max_age * 1000)
+        self._subject = f"redisq: queue {name!r} on {runner.health.where}"  # starts each error
+        self._dead_letter_limit = settings.dead_letter_limit
+        self._dead_letter_max_age_ms = round(settings.dead_letter_max_age * 1000)
         self._keys = queue_keys(name)
         self._name = name
         self._runner = runner
-        self._lease_seconds = float(visibility_timeout)
-        self._lease_ms = max(1, round(visibility_timeout * 1000))
-        self._channel = self._keys.channel if channel else ""
+        self._listener = listener
+        self._lease_seconds = float(settings.visibility_timeout)
+        self._lease_ms = max(1, round(settings.visibility_timeout * 1000))
+        self._channel = self._keys.channel if self.NOTIFIES else ""
         # Only ever goes from False to True; a plain attribute is enough for that.
         self._closed = False
         # Waiting jobs beyond which this object refuses enqueues; 0 = unlimited. Per object:
@@ -107,23 +96,13 @@ class _StoredQueue:
 
     # -- adding --------------------------------------------------------------------------
 
-    def _store(self, item: Any, priority: int, job_id: str, delay_ms: int = 0) -> bool:
+    def _store(self, item: Any, priority: int, job_id: str, wait_ms: int = 0) -> bool:
+        """Store the checked ``item``; callers check ``priority``, ``job_id`` and the delay."""
+        payload = as_bytes(self._subject, item)
         if self._closed:
             return False
-        payload = _as_payload(item)
-        if payload is None:
-            self._runner.health.warn_once(
-                ("type", self._name, type(item).__name__),
-                f"redisq: queue {self._name!r} refused an item of type {type(item).__name__}; "
-                "items must be bytes or str",
-            )
-            return False
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            return self._refuse_priority(priority)
-        if not -_MAX_PRIORITY <= priority <= _MAX_PRIORITY:
-            return self._refuse_priority(priority)
         result = self._run(
-            "enqueue", self.KIND, priority, payload, self._channel, job_id, self._capacity, delay_ms
+            "enqueue", self.KIND, priority, payload, self._channel, job_id, self._capacity, wait_ms
         )
         if result == -1:
             self._warn_kind()
@@ -131,19 +110,9 @@ class _StoredQueue:
         return result in (1, 2)
 
     def _store_many(self, items: Iterable[Any], priority: int) -> int:
+        payloads = [as_bytes(self._subject, item) for item in items]
         if self._closed:
             return 0
-        payloads: list[bytes] = []
-        for item in items:
-            payload = _as_payload(item)
-            if payload is None:
-                self._store(item, priority, "")  # refuses and warns like a single enqueue
-                return 0
-            payloads.append(payload)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            return int(self._refuse_priority(priority))
-        if not -_MAX_PRIORITY <= priority <= _MAX_PRIORITY:
-            return int(self._refuse_priority(priority))
         stored = 0
         for start in range(0, len(payloads), _ENQUEUE_MANY_CHUNK):
             chunk = payloads[start : start + _ENQUEUE_MANY_CHUNK]
@@ -159,6 +128,14 @@ class _StoredQueue:
                 break  # capacity reached
         return stored
 
+    def _rank(self, priority: Any) -> int:
+        """The priority to store for the optional ``priority`` argument: 0 on a FIFO queue."""
+        return 0
+
+    def _priority(self, priority: Any) -> int:
+        """A priority queue's checked priority."""
+        return int(check(self._subject, "priority", priority))
+
     def _warn_kind(self) -> None:
         self._runner.health.warn_once(
             ("kind", self._name),
@@ -166,36 +143,22 @@ class _StoredQueue:
             f"{self.KIND}; enqueues are refused",
         )
 
-    def _refuse_priority(self, priority: object) -> bool:
-        self._runner.health.warn_once(
-            ("priority", self._name),
-            f"redisq: queue {self._name!r} refused priority {priority!r}; "
-            f"priorities are integers within +-2**53",
-        )
-        return False
-
     def set_capacity(self, capacity: int) -> None:
         """Refuse enqueues through this object once ``capacity`` jobs wait (0: unlimited).
 
         Checked inside the enqueue script, so it holds with several producers at once.
         """
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
-            raise ValueError(
-                f"redisq: queue {self._name!r}: capacity must be an integer >= 0, got {capacity!r}"
-            )
+        check(self._subject, "capacity", capacity)
         self._capacity = capacity
 
     def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
         """Store ``item`` unless a job with ``job_id`` is still stored (waiting or in flight).
 
-        ``True`` in both cases; ``False`` when refused. An empty ``job_id`` means no dedup.
-        FIFO queues ignore ``priority``; a priority queue treats ``None`` as 0.
+        ``True`` in both cases; ``False`` when refused. FIFO queues ignore ``priority``; a
+        priority queue treats ``None`` as 0.
         """
-        if not isinstance(job_id, str):
-            return False
-        if self.KIND == FIFO or priority is None:
-            priority = 0
-        return self._store(item, priority, job_id)
+        rank = self._rank(priority)
+        return self._store(item, rank, check_job_id(self._subject, job_id))
 
     def enqueue_delayed(
         self, item: Any, delay: float, job_id: str | None = None, priority: int | None = None
@@ -208,11 +171,9 @@ class _StoredQueue:
         :meth:`enqueue_dedup` (a delayed job counts as stored). FIFO queues ignore ``priority``;
         a priority queue treats ``None`` as 0.
         """
-        if job_id is not None and not isinstance(job_id, str):
-            return False
-        if self.KIND == FIFO or priority is None:
-            priority = 0
-        return self._store(item, priority, job_id or "", _delay_ms(delay))
+        rank = self._rank(priority)
+        dedup = "" if job_id is None else check_job_id(self._subject, job_id)
+        return self._store(item, rank, dedup, delay_ms(self._subject, delay))
 
     # -- taking --------------------------------------------------------------------------
 
@@ -232,10 +193,12 @@ class _StoredQueue:
 
     def dequeue_batch_with_attempts(self, n: int) -> list[tuple[bytes, str, int]]:
         """Take and lease up to ``n`` jobs in one step: ``(payload, ack id, delivery count)``."""
+        check(self._subject, "n", n)
         if self._closed or n < 1:
             return []
         prefix = secrets.token_hex(12)
-        result = self._run("take", n, self._lease_ms, prefix, _RECOVER_PER_CALL)
+        count = min(n, _MAX_SCRIPT_COUNT)
+        result = self._run("take", count, self._lease_ms, prefix, _RECOVER_PER_CALL)
         if result is FAILED:
             return []
         return [
@@ -288,9 +251,10 @@ class _StoredQueue:
         end of its line when due. ``False`` when the lease is unknown, expired or taken over.
         Works after :meth:`close`, like :meth:`acknowledge`.
         """
+        wait_ms = delay_ms(self._subject, delay)
         if not isinstance(ack_id, str):
             return False
-        result = self._run("nack", ack_id, _delay_ms(delay), self._channel)
+        result = self._run("nack", ack_id, wait_ms, self._channel)
         return result is not FAILED and bool(result)
 
     # -- dead letters --------------------------------------------------------------------
@@ -308,23 +272,21 @@ class _StoredQueue:
         result = self._run(
             "dead_letter",
             ack_id,
-            str(error),
+            error_text(error),
             self._dead_letter_limit,
             self._dead_letter_max_age_ms,
         )
         return result is not FAILED and bool(result)
 
-    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Up to ``limit`` dead letters, oldest first.
-
-        Each is ``{"key", "item", "attempts", "error", "dead_at"}`` (``dead_at`` in Unix seconds).
-        """
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+    def dead_letters(self, limit: int = 100) -> list[DeadLetterRecord]:
+        """Up to ``limit`` dead letters, oldest first (``dead_at`` in Unix seconds)."""
+        check(self._subject, "limit", limit)
+        if limit == 0:
             return []
-        result = self._run("dead_letters", limit)
+        result = self._run("dead_letters", min(limit, _MAX_SCRIPT_COUNT))
         if result is FAILED:
             return []
-        letters = []
+        letters: list[DeadLetterRecord] = []
         for i in range(0, len(result), 4):
             attempts, error = _parse_info(bytes(result[i + 3]))
             letters.append(
@@ -344,12 +306,12 @@ class _StoredQueue:
         Each becomes available now at the end of its priority's line, with its delivery count
         reset (the next take is attempt 1). Unknown keys are ignored.
         """
-        if keys is None:
+        chosen = check_keys(self._subject, keys)
+        if chosen is None:
             result = self._run("requeue_dead", self._channel, "all")
+        elif not chosen:
+            return 0
         else:
-            chosen = [key for key in keys if isinstance(key, str)]
-            if not chosen:
-                return 0
             result = self._run("requeue_dead", self._channel, "some", *chosen)
         return 0 if result is FAILED else int(result)
 
@@ -374,7 +336,7 @@ class _StoredQueue:
         rows.sort(key=lambda row: (row[0], row[1]))
         return [payload for _, _, payload in rows]
 
-    def stats(self) -> dict[str, float]:
+    def stats(self) -> QueueStats:
         """Counts from Redis, in one call: ``waiting``, ``in_flight``, ``delayed``, ``dead``,
         ``oldest_age`` (seconds since the oldest waiting job became available; 0.0 if none).
 
@@ -419,9 +381,9 @@ class Queue(_StoredQueue):
         """Store ``items`` last in line, in order, in few round trips; how many were stored.
 
         Sent in script calls of 1,000 items, each atomic. The count is short of ``len(items)``
-        when the capacity was reached (the first items that fit are stored) or Redis failed;
-        it is 0 when an item is neither bytes nor str (nothing is stored). Distributed queues
-        notify once per call, not once per item.
+        when the capacity was reached (the first items that fit are stored) or Redis failed.
+        An item that is neither bytes nor str raises ``TypeError`` before anything is stored.
+        Distributed queues notify once per call, not once per item.
         """
         return self._store_many(items, 0)
 
@@ -432,33 +394,18 @@ class PriorityQueue(_StoredQueue):
     KIND = PRIORITY
 
     def enqueue(self, item: Any, priority: int) -> bool:
-        """Store ``item`` with ``priority`` (an integer, may be negative); ``False`` if refused."""
-        return self._store(item, priority, "")
+        """Store ``item`` with ``priority`` (an int within +-2**53); ``False`` if refused."""
+        return self._store(item, self._priority(priority), "")
 
     def enqueue_many(self, items: Iterable[Any], priority: int) -> int:
         """Store ``items`` with one ``priority``, in order, in few round trips; how many.
 
         Same rules as :meth:`Queue.enqueue_many`.
         """
-        return self._store_many(items, priority)
+        return self._store_many(items, self._priority(priority))
 
-
-def _as_payload(item: Any) -> bytes | None:
-    if isinstance(item, bytes):
-        return item
-    if isinstance(item, str):
-        return item.encode("utf-8")
-    if isinstance(item, (bytearray, memoryview)):
-        return bytes(item)
-    return None
-
-
-def _delay_ms(delay: float) -> int:
-    """A delay in seconds as integer ms for the script; anything not positive means now."""
-    try:
-        return max(0, round(float(delay) * 1000))
-    except (TypeError, ValueError, OverflowError):
-        return 0
+    def _rank(self, priority: Any) -> int:
+        return 0 if priority is None else self._priority(priority)
 
 
 def _parse_info(info: bytes) -> tuple[int, str]:

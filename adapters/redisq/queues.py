@@ -1,11 +1,12 @@
-"""``redisq.new`` and ``Queues``: one Redis connection, the queues opened on it, closing them."""
+"""``redisq.new``, ``redisq.open_url`` and ``Queues``: one Redis connection, the queues opened
+on it, closing them."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -13,23 +14,30 @@ from redis.cluster import RedisCluster
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
+from redisq.checks import QueueOptions, check_name, queue_settings
 from redisq.distributed import DistributedPriorityQueue, DistributedQueue
 from redisq.health import Health
 from redisq.keys import REGISTRY
+from redisq.location import describe, redact
 from redisq.pubsub import Listener
-from redisq.queue import (
-    DEAD_LETTER_LIMIT,
-    DEAD_LETTER_MAX_AGE,
-    PRIORITY,
-    PriorityQueue,
-    Queue,
-    _StoredQueue,
-)
+from redisq.queue import PRIORITY, PriorityQueue, Queue, _StoredQueue
 from redisq.script import Client, ScriptRunner
 
-__all__ = ["QueueKindError", "Queues", "UnknownQueueError", "new"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
-_URL_SCHEMES = ("redis", "rediss", "unix")
+__all__ = [
+    "URL_SCHEMES",
+    "QueueKindError",
+    "Queues",
+    "RedisUnavailableError",
+    "UnknownQueueError",
+    "new",
+    "open_url",
+]
+
+URL_SCHEMES = ("redis", "rediss", "unix")
+"""The URL schemes :func:`new` and :func:`open_url` take."""
 
 
 # For clients redisq creates: fail fast when Redis is down, and retry a command twice, briefly,
@@ -55,6 +63,10 @@ class UnknownQueueError(LookupError):
     """``Queues.open_queue`` was given a name no ``Queues`` ever created in this Redis."""
 
 
+class RedisUnavailableError(ConnectionError):
+    """:func:`open_url` could not reach Redis, or Redis refused the credentials."""
+
+
 def new(url_or_client: str | Client, *, clock: Callable[[], int] | None = None) -> Queues:
     """Connect to Redis and return the factory of its queues.
 
@@ -66,8 +78,8 @@ def new(url_or_client: str | Client, *, clock: Callable[[], int] | None = None) 
     clocks disagree still agree on when a lease expires.
     """
     if isinstance(url_or_client, str):
-        where = _redact(url_or_client)
-        if urlsplit(url_or_client).scheme not in _URL_SCHEMES:
+        where = redact(url_or_client)
+        if urlsplit(url_or_client).scheme not in URL_SCHEMES:
             raise ValueError(
                 f"redisq: cannot connect to {where!r}: the URL must start with redis://, "
                 "rediss:// or unix://"
@@ -84,7 +96,30 @@ def new(url_or_client: str | Client, *, clock: Callable[[], int] | None = None) 
             "redisq: the Redis client decodes responses to str; job payloads are bytes, so "
             "create it with decode_responses=False"
         )
-    return Queues(url_or_client, owns_client=False, where=_describe(url_or_client), clock=clock)
+    return Queues(url_or_client, owns_client=False, where=describe(url_or_client), clock=clock)
+
+
+def open_url(url: str) -> Queues:
+    """Like :func:`new` with a URL, but check at once that Redis answers, for operator tools.
+
+    Sends a PING; raises :class:`RedisUnavailableError` (a ``ConnectionError``) naming the URL
+    without its password when Redis cannot be reached or refuses the credentials, and
+    ``ValueError`` for a URL that is not a Redis URL.
+    """
+    queues = new(url)
+    try:
+        queues._client.ping()
+    except redis.AuthenticationError as exc:
+        queues.close()
+        raise RedisUnavailableError(
+            f"redisq: Redis at {queues.location} refused the credentials ({exc})"
+        ) from None
+    except (RedisError, OSError) as exc:
+        queues.close()
+        raise RedisUnavailableError(
+            f"redisq: Redis at {queues.location} is unreachable ({type(exc).__name__}: {exc})"
+        ) from None
+    return queues
 
 
 class Queues:
@@ -104,7 +139,7 @@ class Queues:
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"<redisq.Queues {self._health.where}{' closed' if self._closed else ''}>"
+        return f"<redisq.Queues {self.location}{' closed' if self._closed else ''}>"
 
     def __enter__(self) -> Queues:
         return self
@@ -112,85 +147,33 @@ class Queues:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def new_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> Queue:
-        """Open the FIFO queue ``name`` (created on first enqueue)."""
-        return self._open(
-            Queue(
-                name,
-                self._runner,
-                visibility_timeout=visibility_timeout,
-                channel=False,
-                dead_letter_limit=dead_letter_limit,
-                dead_letter_max_age=dead_letter_max_age,
-            )
-        )
+    @property
+    def location(self) -> str:
+        """Where the queues are, for messages: the URL without its password, or the client's
+        host, port and database."""
+        return self._health.where
 
-    def new_priority_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> PriorityQueue:
+    def new_queue(self, name: str, **options: Unpack[QueueOptions]) -> Queue:
+        """Open the FIFO queue ``name`` (created on first enqueue).
+
+        ``options``: :class:`~redisq.checks.QueueOptions`. Raises :class:`QueueKindError` if
+        ``name`` is a priority queue.
+        """
+        return self._open(Queue, name, options)
+
+    def new_priority_queue(self, name: str, **options: Unpack[QueueOptions]) -> PriorityQueue:
         """Open the priority queue ``name``: lower numbers first, FIFO among equals."""
-        return self._open(
-            PriorityQueue(
-                name,
-                self._runner,
-                visibility_timeout=visibility_timeout,
-                channel=False,
-                dead_letter_limit=dead_letter_limit,
-                dead_letter_max_age=dead_letter_max_age,
-            )
-        )
+        return self._open(PriorityQueue, name, options)
 
-    def new_distributed_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> DistributedQueue:
+    def new_distributed_queue(self, name: str, **options: Unpack[QueueOptions]) -> DistributedQueue:
         """Open the FIFO queue ``name`` for processes on several hosts, with notifications."""
-        return self._open(
-            DistributedQueue(
-                name,
-                self._runner,
-                self._listener,
-                visibility_timeout=visibility_timeout,
-                dead_letter_limit=dead_letter_limit,
-                dead_letter_max_age=dead_letter_max_age,
-            )
-        )
+        return self._open(DistributedQueue, name, options)
 
     def new_distributed_priority_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
+        self, name: str, **options: Unpack[QueueOptions]
     ) -> DistributedPriorityQueue:
         """Open the priority queue ``name`` for processes on several hosts, with notifications."""
-        return self._open(
-            DistributedPriorityQueue(
-                name,
-                self._runner,
-                self._listener,
-                visibility_timeout=visibility_timeout,
-                dead_letter_limit=dead_letter_limit,
-                dead_letter_max_age=dead_letter_max_age,
-            )
-        )
+        return self._open(DistributedPriorityQueue, name, options)
 
     def list_queues(self) -> list[tuple[str, str]]:
         """``(name, kind)`` of every queue ever opened in this Redis, sorted by name.
@@ -201,21 +184,23 @@ class Queues:
         stored = self._client.hgetall(REGISTRY)
         return sorted((_decode(name), _decode(kind)) for name, kind in stored.items())
 
-    def open_queue(self, name: str, **options: Any) -> DistributedQueue | DistributedPriorityQueue:
+    def open_queue(
+        self, name: str, **options: Unpack[QueueOptions]
+    ) -> DistributedQueue | DistributedPriorityQueue:
         """Open the existing queue ``name`` as its own kind, in its distributed variant.
 
-        ``options`` are those of ``new_distributed_queue``. Raises :class:`UnknownQueueError`
-        naming the queue when no queue of that name was ever opened in this Redis.
+        ``options`` are those of :meth:`new_queue`. Raises :class:`UnknownQueueError` naming
+        the queue when no queue of that name was ever opened in this Redis.
         """
-        kind = self._client.hget(REGISTRY, name)
+        kind = self._client.hget(REGISTRY, check_name(f"redisq: {self.location}", name))
         if kind is None:
             raise UnknownQueueError(
-                f"redisq: no queue named {name!r} in {self._health.where}; "
+                f"redisq: no queue named {name!r} in {self.location}; "
                 "list_queues() shows the existing ones"
             )
         if _decode(kind) == PRIORITY:
-            return self.new_distributed_priority_queue(name, **options)
-        return self.new_distributed_queue(name, **options)
+            return self._open(DistributedPriorityQueue, name, options)
+        return self._open(DistributedQueue, name, options)
 
     def close(self) -> None:
         """Close every queue opened here, stop the pub/sub thread, and close a client we made.
@@ -234,11 +219,15 @@ class Queues:
         if self._owns_client:
             self._client.close()
 
-    def _open(self, queue: _Q) -> _Q:
-        """Check the stored kind of the queue, then remember it for close()."""
+    def _open(self, cls: type[_Q], name: str, options: Mapping[str, Any]) -> _Q:
+        """The one opener: check the name and options, check the stored kind, remember the
+        queue for close()."""
+        check_name(f"redisq: {self.location}", name)
+        settings = queue_settings(f"redisq: queue {name!r} on {self.location}", options)
+        queue = cls(name, self._runner, self._listener, settings)
         with self._lock:
             if self._closed:
-                raise RuntimeError(f"redisq: cannot open queue {queue.name!r}: Queues is closed")
+                raise RuntimeError(f"redisq: cannot open queue {name!r}: Queues is closed")
             self._queues.append(queue)
         kind = queue.stored_kind()
         # None: Redis is unreachable (already logged); every enqueue checks the kind again.
@@ -247,11 +236,11 @@ class Queues:
                 self._queues.remove(queue)
             opener = "new_priority_queue" if kind == PRIORITY else "new_queue"
             raise QueueKindError(
-                f"redisq: queue {queue.name!r} exists as a {kind} queue, not {queue.KIND}; "
+                f"redisq: queue {name!r} exists as a {kind} queue, not {queue.KIND}; "
                 f"open it with {opener}() (or the distributed variant) or use another name"
             )
         if kind is not None:
-            self._register(queue.name, kind)
+            self._register(name, kind)
         return queue
 
     def _register(self, name: str, kind: str) -> None:
@@ -264,26 +253,3 @@ class Queues:
 
 def _decode(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
-
-
-def _redact(url: str) -> str:
-    """``url`` without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit(parts._replace(netloc=user + host))
-
-
-def _describe(client: Client) -> str:
-    """Where a client passed in points, for messages."""
-    if isinstance(client, RedisCluster):
-        return "Redis Cluster"
-    kwargs = client.connection_pool.connection_kwargs
-    if "path" in kwargs:
-        return f"unix://{kwargs['path']}"
-    host, port = kwargs.get("host", "localhost"), kwargs.get("port", 6379)
-    return f"redis://{host}:{port}/{kwargs.get('db', 0)}"

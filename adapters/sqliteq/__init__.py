@@ -17,8 +17,9 @@ varmq). Standard library only. See ``docs/sqliteq.md``.
 
 from __future__ import annotations
 
+from ._checks import DeadLetterRecord, QueueOptions, QueueStats
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
-from ._queues import Queues, new
+from ._queues import URL_SCHEMES, Queues, new, open_url
 from .errors import (
     ClosedError,
     CorruptDatabaseError,
@@ -32,8 +33,10 @@ from .errors import (
 )
 
 __all__ = [
+    "URL_SCHEMES",
     "ClosedError",
     "CorruptDatabaseError",
+    "DeadLetterRecord",
     "DistributedPriorityQueue",
     "DistributedQueue",
     "ForeignDatabaseError",
@@ -42,9 +45,12 @@ __all__ = [
     "Queue",
     "QueueKindError",
     "QueueNotFoundError",
+    "QueueOptions",
+    "QueueStats",
     "Queues",
     "RefusedDatabaseError",
     "SchemaVersionError",
     "SqliteqError",
     "new",
+    "open_url",
 ]

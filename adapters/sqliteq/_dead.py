@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 
 from . import _sql
+from ._checks import DeadLetterRecord, check, check_keys, error_text
 from ._database import Database
+from ._retention import DEAD, keep_within
 
-__all__ = ["DEAD_LETTER_LIMIT", "DEAD_LETTER_MAX_AGE", "DeadLetterShelf"]
-
-DEAD_LETTER_LIMIT = 10_000
-"""Default ``dead_letter_limit``: dead letters kept per queue; the oldest beyond it are dropped."""
-DEAD_LETTER_MAX_AGE = 604_800.0
-"""Default ``dead_letter_max_age``: seconds a dead letter is kept (7 days)."""
+__all__ = ["DeadLetterShelf"]
 
 
 class DeadLetterShelf:
@@ -30,6 +26,7 @@ class DeadLetterShelf:
     # Set by StoredQueue.__init__.
     _db: Database
     _name: str
+    _subject: str
     _closed: bool
     _dead_letter_limit: int
     _dead_letter_max_age_ms: int
@@ -44,7 +41,7 @@ class DeadLetterShelf:
         """
         if not isinstance(ack_id, str):
             return False
-        text = str(error)
+        text = error_text(error)
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
             params = {"token": ack_id, "queue": self._name, "now": now}
@@ -61,29 +58,18 @@ class DeadLetterShelf:
 
     def _prune_dead(self, conn: sqlite3.Connection, now: int) -> None:
         """Count the letter just added and drop those beyond the retention bounds."""
-        queue = {"queue": self._name}
-        before = int(conn.execute(_sql.DEAD_COUNT, queue).fetchone()[0])
-        kept = before + 1
         cutoff = now - self._dead_letter_max_age_ms
-        kept -= conn.execute(_sql.PRUNE_DEAD_BY_AGE, {**queue, "cutoff": cutoff}).rowcount
-        excess = kept - self._dead_letter_limit
-        if excess > 0:
-            kept -= conn.execute(_sql.PRUNE_DEAD_OLDEST, {**queue, "excess": excess}).rowcount
-        conn.execute(_sql.ADD_DEAD, {**queue, "delta": kept - before})
+        keep_within(conn, DEAD, self._name, 1, cutoff=cutoff, limit=self._dead_letter_limit)
 
-    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
+    def dead_letters(self, limit: int = 100) -> list[DeadLetterRecord]:
         """Up to ``limit`` dead letters of this queue, oldest first.
 
-        Each is ``{"key", "item", "attempts", "error", "dead_at"}``: ``key`` for
-        :meth:`requeue_dead`, ``dead_at`` in Unix seconds (the adapter clock).
+        ``key`` names one for :meth:`requeue_dead`; ``dead_at`` is in Unix seconds (the
+        adapter clock).
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValueError(
-                f"sqliteq: queue {self._name!r} in {self._db.path}: limit={limit!r}; "
-                f"expected an int >= 0"
-            )
+        check(self._subject, "limit", limit)
 
-        def body(conn: sqlite3.Connection, now: int) -> list[dict[str, Any]]:
+        def body(conn: sqlite3.Connection, now: int) -> list[DeadLetterRecord]:
             rows = conn.execute(_sql.LIST_DEAD, {"queue": self._name, "limit": limit})
             return [
                 {
@@ -107,13 +93,10 @@ class DeadLetterShelf:
         Given keys are requeued in the order given; all of them, oldest first. ``0`` once this
         object is closed.
         """
-        if isinstance(keys, (str, bytes)):
-            raise TypeError(
-                f"sqliteq: queue {self._name!r}: keys must be a list of keys, not one string"
-            )
+        chosen = check_keys(self._subject, keys)
         if self._closed:
             return 0
-        wanted = None if keys is None else list(dict.fromkeys(_key_ids(keys)))
+        wanted = None if chosen is None else list(dict.fromkeys(_key_ids(chosen)))
 
         def body(conn: sqlite3.Connection, now: int) -> int:
             queue = {"queue": self._name}
@@ -155,6 +138,6 @@ def _key_ids(keys: Sequence[str]) -> list[int]:
     """The row ids that ``keys`` name; anything that is not a key of ours is left out."""
     ids = []
     for key in keys:
-        if isinstance(key, str) and key.isascii() and key.isdigit() and len(key) < 19:
+        if key.isascii() and key.isdigit() and len(key) < 19:
             ids.append(int(key))  # under 19 digits: within SQLite's 64-bit integers
     return ids

@@ -3,13 +3,16 @@
 A file is opened for writing only after it passed every check on a read-only look: it is
 missing or empty, or it is a SQLite database marked with our ``application_id`` (or a SQLite
 database with nothing in it), at a schema version we know, that passes ``PRAGMA
-quick_check``. Anything else raises a :class:`~sqliteq.errors.RefusedDatabaseError` and the
+quick_check``. Without ``create``, a missing file raises ``FileNotFoundError`` and an empty one
+(or a SQLite database without tables) :class:`~sqliteq.errors.NotADatabaseError`: nothing is
+set up. Anything else raises a :class:`~sqliteq.errors.RefusedDatabaseError` and the
 file is left byte for byte as it was: setting WAL mode, the schema version or the application
 id are all writes, so they come after the checks.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import time
@@ -32,11 +35,17 @@ _OUR_TABLES = frozenset({"jobs", "queues"})
 # SQLite primary result codes (the sqlite3 module names them only from Python 3.11 on).
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
+_CREATE_HINT = " (open it with create=True to set it up as one)"
 
 
-def open_database(path: str, *, synchronous: str, busy_timeout: float) -> sqlite3.Connection:
-    """Check ``path``, then return a read-write connection with the schema up to date."""
-    _check_file(path)
+def open_database(
+    path: str, *, synchronous: str, busy_timeout: float, create: bool
+) -> sqlite3.Connection:
+    """Check ``path``, then return a read-write connection with the schema up to date.
+
+    ``create``: a missing or blank file may be set up as a new database.
+    """
+    _check_file(path, create)
     conn = connect(path, busy_timeout=busy_timeout)
     try:
         mode = _set_wal(conn, busy_timeout)
@@ -44,7 +53,7 @@ def open_database(path: str, *, synchronous: str, busy_timeout: float) -> sqlite
             raise RefusedDatabaseError(path, f"cannot be switched to WAL mode (got {mode!r})")
         conn.execute(_sql.SET_SYNCHRONOUS.format(level=synchronous))
         conn.execute(_sql.SET_TEMP_STORE_MEMORY)
-        _migrate(conn, path)
+        _migrate(conn, path, create)
     except sqlite3.Error as exc:
         conn.close()
         raise RefusedDatabaseError(path, f"cannot be prepared ({exc})") from exc
@@ -90,19 +99,25 @@ def connect(path: str, *, busy_timeout: float, uri_query: str = "") -> sqlite3.C
         raise RefusedDatabaseError(path, f"cannot be opened ({exc})") from exc
 
 
-def _check_file(path: str) -> None:
-    """Raise unless ``path`` is missing, empty, or a healthy database of ours."""
+def _check_file(path: str, create: bool) -> None:
+    """Raise unless ``path`` is a healthy database of ours, or missing or empty and ``create``."""
     wal = Path(path + "-wal")
     try:
         size = os.stat(path).st_size
     except FileNotFoundError:
-        return
+        if create:
+            return
+        raise FileNotFoundError(
+            errno.ENOENT, "sqliteq: no such database file (create=True makes one)", path
+        ) from None
     except OSError as exc:
         raise RefusedDatabaseError(path, f"cannot be read ({exc.strerror})") from exc
     if not Path(path).is_file():
         raise NotADatabaseError(path, "is not a regular file")
     if size == 0 and not wal.exists():
-        return  # a new database: nothing to protect
+        if create:
+            return  # a new database: nothing to protect
+        raise NotADatabaseError(path, f"is an empty file, not a sqliteq database{_CREATE_HINT}")
     if size:
         try:
             with open(path, "rb") as fh:
@@ -113,21 +128,21 @@ def _check_file(path: str) -> None:
             raise NotADatabaseError(path, "is not a SQLite database (no SQLite header)")
     if wal.exists():
         # Someone may have it open: read through the WAL like any reader (no new files made).
-        _inspect(path, "mode=ro")
+        _inspect(path, "mode=ro", create)
         return
     # No WAL file: the main file is the whole database. immutable=1 reads it without creating
     # -wal/-shm files beside a file we may end up refusing.
     try:
-        _inspect(path, "immutable=1")
+        _inspect(path, "immutable=1", create)
     except RefusedDatabaseError:
         if not (wal.exists() or Path(path + "-shm").exists()):
             raise
         # Another process opened and wrote it while we looked (an immutable look takes no
         # lock, so it can see a checkpoint half done); look again the normal way.
-        _inspect(path, "mode=ro")
+        _inspect(path, "mode=ro", create)
 
 
-def _inspect(path: str, uri_query: str) -> None:
+def _inspect(path: str, uri_query: str, create: bool) -> None:
     conn = connect(path, busy_timeout=1.0, uri_query=uri_query)
     try:
         # One read transaction: the header and the table list from the same snapshot.
@@ -135,7 +150,7 @@ def _inspect(path: str, uri_query: str) -> None:
         app_id = conn.execute(_sql.READ_APPLICATION_ID).fetchone()[0]
         version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
         tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
-        _check_identity(path, app_id, version, tables)
+        _check_identity(path, app_id, version, tables, create)
         problems = [row[0] for row in conn.execute(_sql.QUICK_CHECK).fetchmany(3)]
         conn.execute(_sql.COMMIT)
     except sqlite3.DatabaseError as exc:
@@ -147,8 +162,9 @@ def _inspect(path: str, uri_query: str) -> None:
         raise CorruptDatabaseError(path, f"is damaged (integrity check: {detail})")
 
 
-def _check_identity(path: str, app_id: int, version: int, tables: set[str]) -> None:
-    """Raise unless the header and tables say: ours at a known version, or an empty database."""
+def _check_identity(path: str, app_id: int, version: int, tables: set[str], create: bool) -> None:
+    """Raise unless the header and tables say: ours at a known version, or an empty database
+    (when ``create``)."""
     if app_id == _sql.APPLICATION_ID:
         if version > _sql.SCHEMA_VERSION:
             raise SchemaVersionError(
@@ -174,6 +190,10 @@ def _check_identity(path: str, app_id: int, version: int, tables: set[str]) -> N
             f"is a SQLite database of another application (tables: {shown}; "
             f"no sqliteq application_id)",
         )
+    if not create:
+        raise NotADatabaseError(
+            path, f"is a SQLite database without tables, not a sqliteq database{_CREATE_HINT}"
+        )
 
 
 def _classify(path: str, exc: sqlite3.DatabaseError) -> RefusedDatabaseError:
@@ -186,7 +206,7 @@ def _classify(path: str, exc: sqlite3.DatabaseError) -> RefusedDatabaseError:
     return RefusedDatabaseError(path, f"cannot be read ({text})")
 
 
-def _migrate(conn: sqlite3.Connection, path: str) -> None:
+def _migrate(conn: sqlite3.Connection, path: str, create: bool) -> None:
     """Bring the schema to SCHEMA_VERSION in one write transaction (a no-op when current)."""
     conn.execute(_sql.BEGIN_IMMEDIATE)
     try:
@@ -194,7 +214,7 @@ def _migrate(conn: sqlite3.Connection, path: str) -> None:
         app_id = conn.execute(_sql.READ_APPLICATION_ID).fetchone()[0]
         version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
         tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
-        _check_identity(path, app_id, version, tables)
+        _check_identity(path, app_id, version, tables, create)
         had_capacity = conn.execute(_sql.CAPACITY_INSTALLED).fetchone() is not None
         for statements in _sql.MIGRATIONS[version:]:
             for statement in statements:

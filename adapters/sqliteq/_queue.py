@@ -8,55 +8,44 @@ timer either: a take first promotes the due ones (one indexed ``UPDATE``). The d
 shelf is in :mod:`sqliteq._dead`, the four kinds of queue in :mod:`sqliteq._kinds`.
 
 Storage failures never raise from these methods: they return the "nothing" value of the
-method and log a warning once (see :class:`~sqliteq._database.Database`).
+method and log a warning once (see :class:`~sqliteq._database.Database`). Bad arguments do
+raise, before anything is written, by the rules of :mod:`sqliteq._checks`.
 """
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _sql
+from ._checks import QueueSettings, QueueStats, as_bytes, check, check_job_id, delay_ms
 from ._database import Database
 from ._dead import DeadLetterShelf
+from ._retention import DONE, keep_within
 from ._watch import Watcher
 from .errors import ClosedError, SqliteqError
 
 __all__ = ["StoredQueue"]
-
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-# Longest delay stored, in ms (about 146 million years): now + delay stays a 64-bit integer.
-_MAX_DELAY_MS = 2**62
 
 
 class StoredQueue(DeadLetterShelf):
     """What FIFO and priority queues share; the kinds differ only in ``enqueue``'s shape."""
 
     def __init__(
-        self,
-        db: Database,
-        name: str,
-        *,
-        visibility_timeout: float,
-        remove_on_complete: bool,
-        completed_limit: int,
-        completed_max_age: float,
-        dead_letter_limit: int,
-        dead_letter_max_age: float,
-        watcher: Watcher,
+        self, db: Database, name: str, settings: QueueSettings, *, watcher: Watcher
     ) -> None:
         self._db = db
         self._watcher = watcher
         self._name = name
-        self._visibility_timeout = float(visibility_timeout)
-        self._lease_ms = max(1, round(visibility_timeout * 1000))
-        self._remove_on_complete = remove_on_complete
-        self._completed_limit = completed_limit
-        self._completed_max_age_ms = round(completed_max_age * 1000)
-        self._dead_letter_limit = dead_letter_limit
-        self._dead_letter_max_age_ms = round(dead_letter_max_age * 1000)
+        self._subject = f"sqliteq: queue {name!r} in {db.path}"  # starts every error message
+        self._visibility_timeout = float(settings.visibility_timeout)
+        self._lease_ms = max(1, round(settings.visibility_timeout * 1000))
+        self._remove_on_complete = bool(settings.remove_on_complete)
+        self._completed_limit = settings.completed_limit
+        self._completed_max_age_ms = round(settings.completed_max_age * 1000)
+        self._dead_letter_limit = settings.dead_letter_limit
+        self._dead_letter_max_age_ms = round(settings.dead_letter_max_age * 1000)
         # Set once by close(); read without a lock (a bool write is atomic).
         self._closed = False
         # Set by set_capacity(); 0: unlimited. Read once per enqueue, inside its transaction,
@@ -88,11 +77,7 @@ class StoredQueue(DeadLetterShelf):
         (one write transaction, a count of the ready jobs); raises
         :class:`~sqliteq.errors.SqliteqError` if that fails.
         """
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
-            raise ValueError(
-                f"sqliteq: queue {self._name!r} in {self._db.path}: capacity={capacity!r}; "
-                f"expected an int >= 0 (0: unlimited)"
-            )
+        check(self._subject, "capacity", capacity)
         if capacity:
             self._install_capacity()
         self._capacity = capacity
@@ -115,32 +100,19 @@ class StoredQueue(DeadLetterShelf):
                 f"{exc}; retry set_capacity"
             ) from exc
 
-    def _add(self, item: Any, priority: int, job_id: str | None, delay_ms: int = 0) -> bool:
+    def _add(self, item: Any, priority: int, job_id: str | None, wait_ms: int = 0) -> bool:
+        """Store the checked ``item``; the kinds check ``priority`` and ``job_id`` first."""
+        data = as_bytes(self._subject, item)
         if self._closed:
-            return False
-        data = _as_bytes(item)
-        if data is None:
-            self._db.warn_once(
-                f"type:{self._name}",
-                f"sqliteq: queue {self._name!r} in {self._db.path} refused an item of type "
-                f"{type(item).__name__} (bytes or str expected)",
-            )
-            return False
-        if not _is_int64(priority):
-            self._db.warn_once(
-                f"priority:{self._name}",
-                f"sqliteq: queue {self._name!r} in {self._db.path} refused priority "
-                f"{priority!r} (a 64-bit int expected)",
-            )
             return False
         params = {
             "queue": self._name,
             "priority": priority,
             "data": data,
             "job_id": job_id,
-            "delay_ms": delay_ms,
+            "delay_ms": wait_ms,
         }
-        if delay_ms > 0:
+        if wait_ms > 0:
             statement = _sql.ENQUEUE_DELAYED
         else:
             statement = _sql.ENQUEUE if job_id is None else _sql.ENQUEUE_DEDUP
@@ -151,38 +123,46 @@ class StoredQueue(DeadLetterShelf):
                 # A job id that is already stored is there: not a refusal (as without a limit).
                 return job_id is not None and self._is_stored(conn, job_id)
             added = conn.execute(statement, {**params, "now": now}).rowcount == 1
-            if added and delay_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
+            if added and wait_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
                 conn.execute(_sql.BUMP_ENQUEUED, params)
             return True
 
         return self._db.write("enqueue", body, False)
 
-    def _add_delayed(self, item: Any, delay: float, job_id: str | None, priority: int) -> bool:
-        delay_ms = self._delay_ms(delay)
-        if job_id is not None and not isinstance(job_id, str):
-            return False
-        return self._add(item, priority, job_id, delay_ms)
+    def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
+        """Store ``item`` unless a job with ``job_id`` is stored; ``True`` in both cases.
 
-    def _delay_ms(self, delay: float) -> int:
-        """``delay`` seconds as whole milliseconds, rounded up (never early); 0 for ``<= 0``."""
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
-            raise TypeError(
-                f"sqliteq: queue {self._name!r} in {self._db.path}: delay={delay!r}; "
-                f"expected seconds (int or float)"
-            )
-        if math.isnan(delay) or delay == math.inf:
-            raise ValueError(
-                f"sqliteq: queue {self._name!r} in {self._db.path}: delay={delay!r}; "
-                f"expected a finite number of seconds"
-            )
-        if delay <= 0:
-            return 0
-        return min(math.ceil(delay * 1000), _MAX_DELAY_MS)
+        ``False`` if refused. FIFO queues ignore ``priority``; priority queues take ``None``
+        as 0.
+        """
+        rank = self._rank(priority)
+        return self._add(item, rank, check_job_id(self._subject, job_id))
 
-    def _add_dedup(self, item: Any, job_id: str, priority: int) -> bool:
-        if not isinstance(job_id, str):
-            return False
-        return self._add(item, priority, job_id)
+    def enqueue_delayed(
+        self,
+        item: Any,
+        delay: float,
+        job_id: str | None = None,
+        priority: int | None = None,
+    ) -> bool:
+        """Store ``item``, handed out no sooner than ``delay`` seconds from now.
+
+        Once due it joins the end of its priority's line (``delay <= 0``: now). With a
+        ``job_id``, deduplicates like ``enqueue_dedup``. FIFO queues ignore ``priority``;
+        priority queues take ``None`` as 0. ``False`` if refused.
+        """
+        rank = self._rank(priority)
+        if job_id is not None:
+            job_id = check_job_id(self._subject, job_id)
+        return self._add(item, rank, job_id, delay_ms(self._subject, delay))
+
+    def _rank(self, priority: Any) -> int:
+        """The priority to store for the optional ``priority`` argument: 0 on a FIFO queue."""
+        return 0
+
+    def _priority(self, priority: Any) -> int:
+        """A priority queue's checked priority."""
+        return int(check(self._subject, "priority", priority))
 
     def _is_full(self, conn: sqlite3.Connection, now: int, capacity: int) -> bool:
         params = {"queue": self._name, "now": now, "capacity": capacity}
@@ -196,6 +176,7 @@ class StoredQueue(DeadLetterShelf):
 
     def dequeue_batch_with_attempts(self, n: int) -> list[tuple[bytes, str, int]]:
         """Take and lease up to ``n`` jobs: ``(data, ack_id, delivery count)``, in take order."""
+        check(self._subject, "n", n)
         if self._closed or n <= 0:
             return []
 
@@ -281,32 +262,20 @@ class StoredQueue(DeadLetterShelf):
         and gets a new id: once due (``delay <= 0``: now) it is at the end of its priority's
         line, behind jobs already waiting at the same millisecond. Works after ``close()``.
         """
-        delay_ms = self._delay_ms(delay)
+        wait_ms = delay_ms(self._subject, delay)
         if not isinstance(ack_id, str):
             return False
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, "now": now, "delay_ms": delay_ms}
+            params = {"token": ack_id, "queue": self._name, "now": now, "delay_ms": wait_ms}
             return bool(conn.execute(_sql.NACK, params).rowcount == 1)
 
         return self._db.write("nack", body, False)
 
     def _keep_done(self, conn: sqlite3.Connection, now: int, added: int) -> None:
-        """Count ``added`` completed jobs and drop those beyond the retention bounds.
-
-        Runs inside the caller's transaction. The kept count lives in ``queues.done``, so this
-        costs O(jobs dropped), not O(jobs kept).
-        """
-        queue = {"queue": self._name}
-        before = int(conn.execute(_sql.DONE_COUNT, queue).fetchone()[0])
-        kept = before + added
+        """Count ``added`` completed jobs and drop those beyond the retention bounds."""
         cutoff = now - self._completed_max_age_ms
-        kept -= conn.execute(_sql.PRUNE_DONE_BY_AGE, {**queue, "cutoff": cutoff}).rowcount
-        excess = kept - self._completed_limit
-        if excess > 0:
-            kept -= conn.execute(_sql.PRUNE_DONE_OLDEST, {**queue, "excess": excess}).rowcount
-        if kept != before:
-            conn.execute(_sql.ADD_DONE, {**queue, "delta": kept - before})
+        keep_within(conn, DONE, self._name, added, cutoff=cutoff, limit=self._completed_limit)
 
     # --- looking -------------------------------------------------------------------------------
 
@@ -332,7 +301,7 @@ class StoredQueue(DeadLetterShelf):
 
         return self._db.read("values", body, [])
 
-    def stats(self) -> dict[str, float]:
+    def stats(self) -> QueueStats:
         """Counts of this queue's jobs, in one statement (one snapshot), from every process.
 
         ``waiting`` (what ``len()`` counts), ``in_flight`` (leased, lease not expired),
@@ -341,9 +310,15 @@ class StoredQueue(DeadLetterShelf):
         of ``jobs_line`` and one of ``jobs_delayed`` (the queue's ready, leased and delayed
         jobs, index only) and the ``queues`` row. Works after ``close()``.
         """
-        empty = {"waiting": 0, "in_flight": 0, "delayed": 0, "dead": 0, "oldest_age": 0.0}
+        empty: QueueStats = {
+            "waiting": 0,
+            "in_flight": 0,
+            "delayed": 0,
+            "dead": 0,
+            "oldest_age": 0.0,
+        }
 
-        def body(conn: sqlite3.Connection, now: int) -> dict[str, float]:
+        def body(conn: sqlite3.Connection, now: int) -> QueueStats:
             row = conn.execute(_sql.STATS, {"queue": self._name, "now": now}).fetchone()
             waiting, in_flight, oldest, due, later, oldest_due, dead = row
             oldest_at = min((t for t in (oldest, oldest_due) if t is not None), default=now)
@@ -384,21 +359,3 @@ class StoredQueue(DeadLetterShelf):
         # this read is reported.
         baseline = self._db.read("subscribe", body, 0)
         self._watcher.subscribe(self._name, callback, self, baseline)
-
-
-def _as_bytes(item: Any) -> bytes | None:
-    if isinstance(item, bytes):
-        return item
-    if isinstance(item, str):
-        return item.encode("utf-8")
-    if isinstance(item, (bytearray, memoryview)):
-        return bytes(item)
-    return None
-
-
-def _is_int64(value: Any) -> bool:
-    return (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and (_INT64_MIN <= value <= _INT64_MAX)
-    )

@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import time
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _sql
+from ._checks import QueueOptions, check_name, queue_settings
 from ._database import Clock, Database
-from ._dead import DEAD_LETTER_LIMIT, DEAD_LETTER_MAX_AGE
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._open import connect, open_database
 from ._queue import StoredQueue
 from ._watch import Watcher
 from .errors import QueueKindError, QueueNotFoundError, SqliteqError
 
-__all__ = ["Queues", "new"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["URL_SCHEMES", "Queues", "new", "open_url"]
+
+URL_SCHEMES = ("sqlite",)
+"""The URL schemes :func:`open_url` takes (besides plain paths)."""
 
 Q = TypeVar("Q", bound=StoredQueue)
-
-# Retention of completed jobs when remove_on_complete=False.
-DEFAULT_COMPLETED_LIMIT = 1000
-DEFAULT_COMPLETED_MAX_AGE = 7 * 24 * 3600.0
 
 
 def _wall_clock_ms() -> int:
@@ -36,6 +38,7 @@ def new(
     synchronous: str = "NORMAL",
     busy_timeout: float = 5.0,
     clock: Clock | None = None,
+    create: bool = True,
 ) -> Queues:
     """Open (or create) the sqliteq database at ``path``.
 
@@ -43,7 +46,10 @@ def new(
     process, but the last commits may be lost on power failure or OS crash) or ``"FULL"``
     (also survives power loss, at the cost of an fsync per commit). ``busy_timeout``: seconds a
     write waits for another process's write lock. ``clock``: integer wall-clock milliseconds,
-    the only source of time for stored deadlines (leases); replace it in tests.
+    the only source of time for stored deadlines (leases); replace it in tests. ``create``:
+    set up a missing or empty file as a new database (the default); with ``False``, a missing
+    file raises ``FileNotFoundError`` and an empty one, or a SQLite database without tables,
+    :class:`~sqliteq.errors.NotADatabaseError`.
 
     Raises :class:`~sqliteq.errors.RefusedDatabaseError` (and subclasses) for a file that is not
     a SQLite database, belongs to another application, is damaged, or has a newer schema; the
@@ -63,7 +69,9 @@ def new(
         )
     if not (isinstance(busy_timeout, (int, float)) and busy_timeout >= 0):
         raise ValueError(f"sqliteq: busy_timeout={busy_timeout!r}; expected seconds >= 0")
-    conn = open_database(display, synchronous=level, busy_timeout=float(busy_timeout))
+    conn = open_database(
+        display, synchronous=level, busy_timeout=float(busy_timeout), create=bool(create)
+    )
     try:
         read_conn = connect(display, busy_timeout=float(busy_timeout))
         read_conn.execute(_sql.SET_TEMP_STORE_MEMORY)
@@ -73,6 +81,31 @@ def new(
         raise
     db = Database(display, conn, read_conn, clock or _wall_clock_ms)
     return Queues(db, float(busy_timeout))
+
+
+def open_url(url: str, *, create: bool = False) -> Queues:
+    """Open the sqliteq database that ``url`` names, for operator tools.
+
+    ``url`` is a plain path or ``sqlite:relative/path``, ``sqlite://relative/path`` or
+    ``sqlite:///absolute/path``. Unlike :func:`new`, nothing is created unless ``create`` is
+    true: a missing file raises ``FileNotFoundError`` naming it, and an empty file or a SQLite
+    database without tables raises :class:`~sqliteq.errors.NotADatabaseError`, leaving it as
+    it was. Other refusals are those of :func:`new`.
+    """
+    return new(_path_of(url), create=create)
+
+
+def _path_of(url: str) -> str:
+    """The file path in a ``sqlite:`` URL, or the plain path given."""
+    scheme, colon, rest = url.partition(":")
+    if colon and scheme in URL_SCHEMES:
+        return rest[2:] if rest.startswith("//") else rest  # sqlite:///abs, sqlite://rel
+    if "://" in url:
+        raise ValueError(
+            f"sqliteq: cannot open {url!r}: give a file path or a sqlite: URL "
+            "(sqlite:relative/path, sqlite:///absolute/path)"
+        )
+    return url
 
 
 class Queues:
@@ -97,102 +130,31 @@ class Queues:
         """The database file, as given to :func:`new`."""
         return self._db.path
 
-    def new_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        remove_on_complete: bool = True,
-        completed_limit: int = DEFAULT_COMPLETED_LIMIT,
-        completed_max_age: float = DEFAULT_COMPLETED_MAX_AGE,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> Queue:
-        """Open the FIFO queue ``name`` (any text), creating it if needed.
+    @property
+    def location(self) -> str:
+        """Where the queues are, for messages: the database file, as given to :func:`new`."""
+        return self._db.path
 
-        ``visibility_timeout``: seconds a taken job stays leased unless the lease is extended;
-        then it can be taken again. ``remove_on_complete``: if ``False``, finished jobs are kept
-        as done, at most ``completed_limit`` per queue and for at most ``completed_max_age``
-        seconds (defaults 1000 and 7 days). ``dead_letter_limit`` and ``dead_letter_max_age``:
-        dead letters kept per queue and their longest age in seconds (defaults 10,000 and 7
-        days), pruned whenever this object shelves one. Raises
-        :class:`~sqliteq.errors.QueueKindError` if ``name`` is a priority queue.
+    def new_queue(self, name: str, **options: Unpack[QueueOptions]) -> Queue:
+        """Open the FIFO queue ``name``, creating it if needed; ``options``: :class:`QueueOptions`.
+
+        Raises :class:`~sqliteq.errors.QueueKindError` if ``name`` is a priority queue.
         """
-        options = {
-            "visibility_timeout": visibility_timeout,
-            "remove_on_complete": remove_on_complete,
-            "completed_limit": completed_limit,
-            "completed_max_age": completed_max_age,
-            "dead_letter_limit": dead_letter_limit,
-            "dead_letter_max_age": dead_letter_max_age,
-        }
-        return self._open(Queue, name, "fifo", options)
+        return self._open(Queue, name, options)
 
-    def new_priority_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        remove_on_complete: bool = True,
-        completed_limit: int = DEFAULT_COMPLETED_LIMIT,
-        completed_max_age: float = DEFAULT_COMPLETED_MAX_AGE,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> PriorityQueue:
+    def new_priority_queue(self, name: str, **options: Unpack[QueueOptions]) -> PriorityQueue:
         """Open the priority queue ``name``; options as for :meth:`new_queue`."""
-        options = {
-            "visibility_timeout": visibility_timeout,
-            "remove_on_complete": remove_on_complete,
-            "completed_limit": completed_limit,
-            "completed_max_age": completed_max_age,
-            "dead_letter_limit": dead_letter_limit,
-            "dead_letter_max_age": dead_letter_max_age,
-        }
-        return self._open(PriorityQueue, name, "priority", options)
+        return self._open(PriorityQueue, name, options)
 
-    def new_distributed_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        remove_on_complete: bool = True,
-        completed_limit: int = DEFAULT_COMPLETED_LIMIT,
-        completed_max_age: float = DEFAULT_COMPLETED_MAX_AGE,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> DistributedQueue:
+    def new_distributed_queue(self, name: str, **options: Unpack[QueueOptions]) -> DistributedQueue:
         """Open the FIFO queue ``name`` with ``subscribe``; options as for :meth:`new_queue`."""
-        options = {
-            "visibility_timeout": visibility_timeout,
-            "remove_on_complete": remove_on_complete,
-            "completed_limit": completed_limit,
-            "completed_max_age": completed_max_age,
-            "dead_letter_limit": dead_letter_limit,
-            "dead_letter_max_age": dead_letter_max_age,
-        }
-        return self._open(DistributedQueue, name, "fifo", options)
+        return self._open(DistributedQueue, name, options)
 
     def new_distributed_priority_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        remove_on_complete: bool = True,
-        completed_limit: int = DEFAULT_COMPLETED_LIMIT,
-        completed_max_age: float = DEFAULT_COMPLETED_MAX_AGE,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
+        self, name: str, **options: Unpack[QueueOptions]
     ) -> DistributedPriorityQueue:
         """Open the priority queue ``name`` with ``subscribe``; as for :meth:`new_queue`."""
-        options = {
-            "visibility_timeout": visibility_timeout,
-            "remove_on_complete": remove_on_complete,
-            "completed_limit": completed_limit,
-            "completed_max_age": completed_max_age,
-            "dead_letter_limit": dead_letter_limit,
-            "dead_letter_max_age": dead_letter_max_age,
-        }
-        return self._open(DistributedPriorityQueue, name, "priority", options)
+        return self._open(DistributedPriorityQueue, name, options)
 
     def list_queues(self) -> list[tuple[str, str]]:
         """``(name, kind)`` of every queue ever created in the file, by name.
@@ -206,15 +168,16 @@ class Queues:
 
         return self._db.query(body)
 
-    def open_queue(self, name: str, **options: Any) -> DistributedQueue | DistributedPriorityQueue:
+    def open_queue(
+        self, name: str, **options: Unpack[QueueOptions]
+    ) -> DistributedQueue | DistributedPriorityQueue:
         """Open the existing queue ``name`` as its own kind, distributed (with ``subscribe``).
 
         ``options`` are those of :meth:`new_queue`. Raises
         :class:`~sqliteq.errors.QueueNotFoundError` (a ``LookupError``) naming the queue when
         the file has no queue of that name.
         """
-        if not isinstance(name, str):
-            raise TypeError(f"sqliteq: a queue name must be a str, not {type(name).__name__}")
+        check_name(f"sqliteq: {self._db.path}", name)
 
         def body(conn: sqlite3.Connection, now: int) -> str | None:
             row = conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()
@@ -224,18 +187,19 @@ class Queues:
         if kind is None:
             raise QueueNotFoundError(self._db.path, name)
         if kind == "priority":
-            return self.new_distributed_priority_queue(name, **options)
-        return self.new_distributed_queue(name, **options)
+            return self._open(DistributedPriorityQueue, name, options)
+        return self._open(DistributedQueue, name, options)
 
     def close(self) -> None:
         """Stop the watcher thread and close the file. Idempotent."""
         self._watcher.close()
         self._db.close()
 
-    def _open(self, cls: type[Q], name: str, kind: str, options: dict[str, Any]) -> Q:
-        if not isinstance(name, str):
-            raise TypeError(f"sqliteq: a queue name must be a str, not {type(name).__name__}")
-        settings = _checked(name, options)
+    def _open(self, cls: type[Q], name: str, options: Mapping[str, Any]) -> Q:
+        """The one opener: check the name and options, record the queue's kind, open it."""
+        check_name(f"sqliteq: {self._db.path}", name)
+        settings = queue_settings(f"sqliteq: queue {name!r} in {self._db.path}", options)
+        kind = "priority" if issubclass(cls, PriorityQueue) else "fifo"
 
         def body(conn: sqlite3.Connection, now: int) -> str:
             conn.execute(_sql.REGISTER_QUEUE, {"queue": name, "kind": kind})
@@ -249,26 +213,4 @@ class Queues:
             ) from exc
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
-        return cls(self._db, name, watcher=self._watcher, **settings)
-
-
-def _checked(name: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """Check the options of a ``new_*queue`` call; raise ValueError naming the queue."""
-    for key in ("visibility_timeout", "completed_max_age"):
-        value = settings[key]
-        if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-            raise ValueError(f"sqliteq: queue {name!r}: {key}={value!r}; expected seconds > 0")
-    limit = settings["completed_limit"]
-    if not isinstance(limit, int) or limit < 0:
-        raise ValueError(f"sqliteq: queue {name!r}: completed_limit={limit!r}; expected int >= 0")
-    dead_limit = settings["dead_letter_limit"]
-    if isinstance(dead_limit, bool) or not isinstance(dead_limit, int) or dead_limit < 1:
-        raise ValueError(
-            f"sqliteq: queue {name!r}: dead_letter_limit={dead_limit!r}; expected int >= 1"
-        )
-    dead_age = settings["dead_letter_max_age"]
-    if not isinstance(dead_age, (int, float)) or not math.isfinite(dead_age) or dead_age <= 0:
-        raise ValueError(
-            f"sqliteq: queue {name!r}: dead_letter_max_age={dead_age!r}; expected seconds > 0"
-        )
-    return {**settings, "remove_on_complete": bool(settings["remove_on_complete"])}
+        return cls(self._db, name, settings, watcher=self._watcher)

@@ -2,7 +2,8 @@
 
 Operations on an open queue never raise for storage trouble: they return their "nothing"
 value (``False``, ``None``, ``[]``, ``0``) and log a warning once per condition. Exceptions
-come from opening things: a file, a queue.
+come from opening things (a file, a queue) and from bad arguments; the latter are the plain
+``TypeError`` and ``ValueError`` of :mod:`sqliteq._checks`.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ class ClosedError(SqliteqError):
     """A queue was opened on a ``Queues`` that was already closed."""
 
 
-class QueueKindError(SqliteqError):
-    """A queue name was opened as the other kind (FIFO versus priority)."""
+class QueueKindError(SqliteqError, ValueError):
+    """A queue name was opened as the other kind (FIFO versus priority); a ``ValueError``."""
 
     def __init__(self, path: str, queue: str, stored: str, requested: str) -> None:
         self.path = path

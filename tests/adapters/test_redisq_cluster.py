@@ -8,27 +8,18 @@ was not handed, or keys of two slots, would fail here with CROSSSLOT.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from redisq.keys import queue_keys
-from tests.adapters.test_redisq_conformance import RedisqHarness
+from tests.adapters.test_redisq_conformance import redisq_harness
 from tests.support.redis_server import RedisClusterNodes
-from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance, StorageHarness
-
-
-class ClusterHarness(RedisqHarness):
-    """Queues on a ``RedisCluster`` client, which the harness also closes."""
-
-    def __init__(self, port: int) -> None:
-        self.client = RedisCluster(host="127.0.0.1", port=port)
-        super().__init__(self.client)
-
-    def close(self) -> None:
-        super().close()
-        self.client.close()
+from varmq.testing import QueuesHarness
+from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
 
 
 def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
@@ -44,16 +35,18 @@ def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
 
 
 class TestRedisqOnClusterConformance(QueueConformance):
-    """redisq through ``redis.cluster.RedisCluster`` on three nodes."""
+    """redisq through ``redis.cluster.RedisCluster`` on three nodes; a client per test."""
 
     extensions = ALL_EXTENSIONS
 
     @pytest.fixture(autouse=True)
-    def _cluster(self, redis_cluster: RedisClusterNodes) -> None:
-        self.cluster_port = redis_cluster.ports[0]
+    def _client(self, redis_cluster: RedisClusterNodes) -> Iterator[None]:
+        self.client = RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+        yield
+        self.client.close()  # after the harness closed its queues
 
-    def make_harness(self) -> StorageHarness:
-        return ClusterHarness(self.cluster_port)
+    def make_harness(self) -> QueuesHarness:
+        return redisq_harness(self.client)
 
 
 def test_cluster_has_three_nodes_each_owning_a_third_of_the_slots(
@@ -74,7 +67,8 @@ def test_queues_used_together_land_on_at_least_two_different_nodes(
     redis_cluster: RedisClusterNodes,
 ) -> None:
     names = _names_on_every_node(redis_cluster)
-    harness = ClusterHarness(redis_cluster.ports[0])
+    client = RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+    harness = redisq_harness(client)
     try:
         queues = {
             port: harness.new_queue(name, priority=False, distributed=True, visibility_timeout=60)
@@ -102,3 +96,4 @@ def test_queues_used_together_land_on_at_least_two_different_nodes(
             assert q.acknowledge(taken[1])
     finally:
         harness.close()
+        client.close()

@@ -6,48 +6,20 @@ lease tests take no real time; ``test_redisq.py`` covers leases on the server's 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import fakeredis
 import pytest
-import redis
-from redis.cluster import RedisCluster
 
 import redisq
-from tests.adapters.conftest import MsClock
-from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance, StorageHarness
+from redisq.script import Client
+from varmq.testing import FakeWallClock, QueuesHarness
+from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
 
 
-class RedisqHarness:
-    """Queues on one ``redisq.Queues`` whose lease time moves only by ``advance``."""
-
-    def __init__(self, client: redis.Redis | RedisCluster | str) -> None:
-        self.clock = MsClock()
-        self.queues = redisq.new(client, clock=self.clock)
-
-    def new_queue(
-        self,
-        name: str,
-        *,
-        priority: bool,
-        distributed: bool,
-        visibility_timeout: float,
-        **options: Any,
-    ) -> Any:
-        opener: Callable[..., Any] = {
-            (False, False): self.queues.new_queue,
-            (True, False): self.queues.new_priority_queue,
-            (False, True): self.queues.new_distributed_queue,
-            (True, True): self.queues.new_distributed_priority_queue,
-        }[priority, distributed]
-        return opener(name, visibility_timeout=visibility_timeout, **options)
-
-    def advance(self, seconds: float) -> None:
-        self.clock.advance(seconds)
-
-    def close(self) -> None:
-        self.queues.close()
+def redisq_harness(client: Client | str) -> QueuesHarness:
+    """Every queue of a test on one ``redisq.Queues`` whose time moves only by ``advance``."""
+    clock = FakeWallClock()
+    queues = redisq.new(client, clock=clock)
+    return QueuesHarness(lambda: queues, clock.advance)
 
 
 class TestRedisqConformance(QueueConformance):
@@ -59,8 +31,8 @@ class TestRedisqConformance(QueueConformance):
     def _server(self, redis_url: str) -> None:
         self.redis_url = redis_url
 
-    def make_harness(self) -> StorageHarness:
-        return RedisqHarness(self.redis_url)
+    def make_harness(self) -> QueuesHarness:
+        return redisq_harness(self.redis_url)
 
 
 class TestRedisqOnFakeredisConformance(QueueConformance):
@@ -68,5 +40,5 @@ class TestRedisqOnFakeredisConformance(QueueConformance):
 
     extensions = ALL_EXTENSIONS
 
-    def make_harness(self) -> StorageHarness:
-        return RedisqHarness(fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+    def make_harness(self) -> QueuesHarness:
+        return redisq_harness(fakeredis.FakeRedis(server=fakeredis.FakeServer()))

@@ -63,6 +63,12 @@ def test_every_method_returns_its_empty_value_while_redis_is_down_and_works_afte
     assert q.acknowledge(taken[1]) is False
     assert q.acknowledge_many([taken[1], "other"]) == [False, False]
     assert q.extend_lease(taken[1]) is False
+    assert q.enqueue_delayed(b"c", 5.0) is False
+    assert q.nack(taken[1], 0) is False and q.dead_letter(taken[1], "boom") is False
+    assert q.dead_letters() == [] and q.requeue_dead() == 0 and q.purge_dead() == 0
+    stats = q.stats()  # the shape every storage gives, zeros while nothing can be read
+    assert stats == {"waiting": 0, "in_flight": 0, "delayed": 0, "dead": 0, "oldest_age": 0.0}
+    assert [type(value) for value in stats.values()] == [int, int, int, int, float]
     q.subscribe(heard.put)  # returns although it cannot subscribe yet
     other = queues.new_queue("opened-while-down")
     assert other.enqueue(b"x") is False and len(other) == 0

@@ -12,10 +12,10 @@ from varmq.testing import (
     DEAD_LETTER_MAX_AGE,
     FakeClock,
     Faults,
-    MemoryDistributedPriorityQueue,
-    MemoryDistributedQueue,
-    MemoryQueue,
     MemoryStorage,
+    ReferenceDistributedPriorityQueue,
+    ReferenceDistributedQueue,
+    ReferenceQueue,
 )
 
 
@@ -161,32 +161,11 @@ def test_str_items_are_stored_as_utf8_bytes(storage: MemoryStorage) -> None:
     assert q.dequeue() == "héllo".encode()
 
 
-@pytest.mark.parametrize("item", [1, 1.5, bytearray(b"x"), None, {"id": "x"}], ids=repr)
-def test_other_item_types_raise_a_type_error_naming_the_queue(
-    storage: MemoryStorage, item: object
-) -> None:
-    q = storage.new_queue("emails")
-    with pytest.raises(TypeError, match=r"'emails'.*bytes or str"):
-        q.enqueue(item)  # type: ignore[arg-type]
-    assert len(q) == 0
-
-
-def test_priority_must_be_an_int(storage: MemoryStorage) -> None:
-    q = storage.new_priority_queue("q")
-    with pytest.raises(TypeError, match="priority"):
-        q.enqueue(b"a", 1.5)  # type: ignore[arg-type]
-
-
 def test_opening_a_name_as_the_other_kind_is_refused(storage: MemoryStorage) -> None:
     storage.new_queue("emails")
     with pytest.raises(ValueError, match="'emails' is a FIFO queue"):
         storage.new_priority_queue("emails")
     storage.new_distributed_queue("emails")  # same kind, with subscribe: fine
-
-
-def test_visibility_timeout_must_be_positive(storage: MemoryStorage) -> None:
-    with pytest.raises(ValueError, match="visibility_timeout"):
-        storage.new_queue("q", visibility_timeout=0)
 
 
 def test_fifo_dedup_ignores_a_priority(storage: MemoryStorage) -> None:
@@ -318,20 +297,6 @@ def test_delayed_job_is_due_when_the_clock_reaches_its_time(
     assert len(q) == 1
 
 
-@pytest.mark.parametrize("delay", ["1", None, True, float("nan")], ids=repr)
-def test_a_delay_that_is_not_a_number_of_seconds_is_refused(
-    storage: MemoryStorage, delay: object
-) -> None:
-    q = storage.new_queue("emails")
-    with pytest.raises((TypeError, ValueError), match=r"'emails'.*delay"):
-        q.enqueue_delayed(b"a", delay)  # type: ignore[arg-type]
-    assert q.enqueue(b"a")
-    taken = q.dequeue_with_ack_id()
-    assert taken is not None
-    with pytest.raises((TypeError, ValueError), match="delay"):
-        q.nack(taken[1], delay)  # type: ignore[arg-type]
-
-
 def test_nack_and_requeue_go_behind_waiting_jobs_even_when_the_clock_has_not_moved(
     storage: MemoryStorage,
 ) -> None:
@@ -392,12 +357,6 @@ def test_dead_at_is_unix_time_moving_with_the_storage_clock(
     assert second["dead_at"] - first["dead_at"] == pytest.approx(3600.0)
 
 
-def test_requeue_dead_refuses_a_single_str_key(storage: MemoryStorage) -> None:
-    q = storage.new_queue("q")
-    with pytest.raises(TypeError, match="list of keys"):
-        q.requeue_dead("abc")
-
-
 def test_requeued_job_does_not_take_a_job_id_stored_meanwhile(storage: MemoryStorage) -> None:
     q = storage.new_queue("q")
     assert q.enqueue_dedup(b"first", "job-1")
@@ -435,17 +394,6 @@ def test_dead_letter_retention_is_the_option_of_the_object_that_adds(
     assert len(roomy.dead_letters()) == 1
 
 
-@pytest.mark.parametrize(
-    ("option", "value"),
-    [("dead_letter_limit", 0), ("dead_letter_limit", 1.5), ("dead_letter_max_age", 0)],
-)
-def test_dead_letter_options_must_be_positive(
-    storage: MemoryStorage, option: str, value: float
-) -> None:
-    with pytest.raises(ValueError, match=f"'q'.*{option}"):
-        storage.new_queue("q", **{option: value})  # type: ignore[arg-type]
-
-
 def test_dead_letter_defaults_keep_ten_thousand_for_seven_days() -> None:
     assert DEAD_LETTER_LIMIT == 10_000
     assert DEAD_LETTER_MAX_AGE == 7 * 24 * 3600
@@ -477,8 +425,8 @@ def test_open_queue_opens_an_existing_queue_as_its_own_kind(storage: MemoryStora
     storage.new_queue("emails").enqueue(b"b")
     urgent = storage.open_queue("urgent", visibility_timeout=5.0)
     emails = storage.open_queue("emails")
-    assert isinstance(urgent, MemoryDistributedPriorityQueue)
-    assert isinstance(emails, MemoryDistributedQueue)
+    assert isinstance(urgent, ReferenceDistributedPriorityQueue)
+    assert isinstance(emails, ReferenceDistributedQueue)
     assert urgent.lease_seconds == 5.0
     assert urgent.values() == [b"a"] and emails.values() == [b"b"]
 
@@ -489,7 +437,7 @@ def test_open_queue_of_an_unknown_name_raises_naming_it(storage: MemoryStorage) 
     assert storage.list_queues() == []
 
 
-def _drain_acked(q: MemoryQueue) -> list[bytes]:
+def _drain_acked(q: ReferenceQueue) -> list[bytes]:
     items = []
     while (taken := q.dequeue_with_ack_id()) is not None:
         items.append(taken[0])

@@ -1,16 +1,31 @@
-"""What both halves of the conformance suite share: the harness, queue kinds, timings, helpers.
+"""What every part of the conformance suite shares: the base class, kinds, timings, helpers.
 
-Private to ``varmq.testing``: ``conformance`` re-exports the public names (``StorageHarness``,
-``QueueKind``), and ``conformance_retries`` uses the rest. Needs pytest.
+Private to ``varmq.testing``: ``conformance`` re-exports the public names, and each part of the
+suite (``conformance``, ``conformance_retries``, ``conformance_checks``, ``conformance_worker``)
+subclasses :class:`SuiteBase` and imports the helpers from here. Needs pytest.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Iterator
+from typing import Any, ClassVar
 
 import pytest
+
+from varmq.protocols import (
+    IBatchAcknowledgeable,
+    ICapacitySetter,
+    ICountedDelivery,
+    IDeadLetterable,
+    IDedupQueue,
+    IDelayedEnqueue,
+    ILeaseExtendable,
+    IMultiAcknowledgeable,
+    INackable,
+    IQueueStats,
+)
+from varmq.testing.harness import QueueKind, StorageHarness
 
 LEASE = 0.5
 """Visibility timeout of the queues in lease tests, in seconds."""
@@ -21,46 +36,79 @@ WAIT = 5.0
 DELAY = 0.5
 """Delay of delayed enqueues and nacks in the retry tests, in seconds."""
 
-
-class StorageHarness(Protocol):
-    """What a storage gives the suite: queues, passing time, and cleanup."""
-
-    def new_queue(
-        self, name: str, *, priority: bool, distributed: bool, visibility_timeout: float
-    ) -> Any:
-        """Open queue ``name`` of the given kind; the same name twice shares the jobs.
-
-        A storage that claims ``IDeadLetterable`` also accepts the keywords
-        ``dead_letter_limit`` and ``dead_letter_max_age`` here and passes them to its queue.
-        """
-        ...
-
-    def advance(self, seconds: float) -> None:
-        """Let ``seconds`` of lease time pass (fake clock, or a real sleep)."""
-        ...
-
-    def close(self) -> None:
-        """Close everything this harness opened."""
-        ...
-
-
-@dataclass(frozen=True)
-class QueueKind:
-    """One of the four kinds of queue a storage offers."""
-
-    priority: bool
-    distributed: bool
-
-    def __str__(self) -> str:
-        return ("distributed_" if self.distributed else "") + (
-            "priority_queue" if self.priority else "queue"
-        )
-
+DEFAULT_EXTENSIONS: tuple[type, ...] = (
+    IBatchAcknowledgeable,
+    ICountedDelivery,
+    IMultiAcknowledgeable,
+    IDedupQueue,
+    ILeaseExtendable,
+)
+"""The optional protocols a storage claims unless it says otherwise: those the worker relies on
+for batching, retries, dedup and long jobs, and that ``sqliteq`` and ``redisq`` implement."""
+RETRY_EXTENSIONS: tuple[type, ...] = (IDelayedEnqueue, INackable, IDeadLetterable, IQueueStats)
+"""The protocols of delayed jobs, retries, dead letters and stats (tests in
+``conformance_retries``). Not in ``DEFAULT_EXTENSIONS``: a storage claims them once it has them."""
+ALL_EXTENSIONS: tuple[type, ...] = (*DEFAULT_EXTENSIONS, ICapacitySetter, *RETRY_EXTENSIONS)
+"""Every optional protocol the suite knows how to test."""
 
 FIFO_KINDS = (QueueKind(False, False), QueueKind(False, True))
 PRIORITY_KINDS = (QueueKind(True, False), QueueKind(True, True))
 DISTRIBUTED_KINDS = (QueueKind(False, True), QueueKind(True, True))
 ALL_KINDS = (*FIFO_KINDS, *PRIORITY_KINDS)
+
+
+class SuiteBase:
+    """The harness fixture, the queue opener and ``require``: what every part of the suite uses.
+
+    Subclass :class:`~varmq.testing.conformance.QueueConformance`, which combines every part;
+    the parts alone are not meant to be run.
+    """
+
+    extensions: ClassVar[tuple[type, ...]] = DEFAULT_EXTENSIONS
+    """The optional protocols this storage implements; the tests of the others are skipped.
+
+    Narrow it when your storage lacks one; widen it with ``ICapacitySetter`` and
+    ``RETRY_EXTENSIONS`` when it implements them (``ALL_EXTENSIONS`` is every one).
+    """
+
+    def make_harness(self) -> StorageHarness:
+        """Return a fresh harness for one test."""
+        raise NotImplementedError(f"{type(self).__name__} must implement make_harness()")
+
+    @pytest.fixture
+    def harness(self) -> Iterator[StorageHarness]:
+        """One harness per test, closed afterwards."""
+        made = self.make_harness()
+        try:
+            yield made
+        finally:
+            made.close()
+
+    def open(
+        self,
+        harness: StorageHarness,
+        kind: QueueKind,
+        name: str | None = None,
+        lease: float = LONG_LEASE,
+        **options: Any,
+    ) -> Any:
+        """Open a queue of ``kind``; a fresh unique name unless ``name`` is given.
+
+        ``options`` are further queue options (``dead_letter_limit``, ...).
+        """
+        return harness.new_queue(
+            fresh_name() if name is None else name,
+            priority=kind.priority,
+            distributed=kind.distributed,
+            visibility_timeout=lease,
+            **options,
+        )
+
+    def require(self, *protocols: type) -> None:
+        """Skip the calling test unless the storage claims every one of ``protocols``."""
+        for protocol in protocols:
+            if protocol not in self.extensions:
+                pytest.skip(f"storage does not claim {protocol.__name__}")
 
 
 def kinds(of: tuple[QueueKind, ...]) -> pytest.MarkDecorator:
@@ -84,6 +132,13 @@ def take(q: Any) -> bytes | None:
     return None if taken is None else taken[0]
 
 
+def take_one(q: Any) -> tuple[bytes, str]:
+    """Take one job that must be there; its payload and ack id."""
+    taken = q.dequeue_with_ack_id()
+    assert taken is not None, "expected a job to take"
+    return taken[0], taken[1]
+
+
 def drain(q: Any) -> list[bytes]:
     """Take (and acknowledge) everything ready, in take order."""
     items = []
@@ -91,3 +146,17 @@ def drain(q: Any) -> list[bytes]:
         items.append(taken[0])
         assert q.acknowledge(taken[1])
     return items
+
+
+def kill(q: Any, kind: QueueKind, item: bytes, error: str = "boom") -> str:
+    """Store ``item``, take it and dead-letter it (it must be the only job waiting); its key."""
+    assert put(q, kind, item)
+    taken, ack_id = take_one(q)
+    assert taken == item
+    assert q.dead_letter(ack_id, error) is True
+    return str(q.dead_letters(1_000_000)[-1]["key"])
+
+
+def priority_arg(kind: QueueKind, priority: int = 0) -> int | None:
+    """The ``priority`` argument of the optional-priority calls: ``None`` on FIFO queues."""
+    return priority if kind.priority else None

@@ -1,7 +1,7 @@
 """The conformance tests of delayed jobs, nacks, dead letters and stats: ``RetryConformance``.
 
-A mixin of :class:`varmq.testing.conformance.QueueConformance`, which inherits it, so a storage
-runs these tests by subclassing ``QueueConformance`` as usual; do not subclass this one alone.
+A part of :class:`varmq.testing.conformance.QueueConformance`: a storage runs these tests by
+subclassing ``QueueConformance`` as usual, not this class alone.
 Each test runs only when the storage claims its protocols (``IDelayedEnqueue``, ``INackable``,
 ``IDeadLetterable``, ``IQueueStats``, listed together in ``RETRY_EXTENSIONS``) in ``extensions``.
 
@@ -14,7 +14,7 @@ first, can be requeued with their attempts reset, and are bounded by count and a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any
 
 from varmq.protocols import (
     ICountedDelivery,
@@ -29,16 +29,18 @@ from varmq.testing._suite import (
     ALL_KINDS,
     DELAY,
     LEASE,
-    LONG_LEASE,
     PRIORITY_KINDS,
-    QueueKind,
-    StorageHarness,
+    SuiteBase,
     drain,
     fresh_name,
+    kill,
     kinds,
+    priority_arg,
     put,
     take,
+    take_one,
 )
+from varmq.testing.harness import QueueKind, StorageHarness
 
 __all__ = ["RetryConformance"]
 
@@ -46,58 +48,13 @@ OLD_UNIX_TIME = 1_000_000_000.0
 """2001-09-09: any ``dead_at`` in Unix seconds is later than this."""
 
 
-def _priority(kind: QueueKind, priority: int = 0) -> int | None:
-    """The ``priority`` argument of the optional-priority calls: ``None`` on FIFO queues."""
-    return priority if kind.priority else None
-
-
 def _delay(q: Any, kind: QueueKind, item: bytes, delay: float, priority: int = 0) -> bool:
     """``enqueue_delayed`` without a job id, with ``priority`` on priority queues."""
-    return bool(q.enqueue_delayed(item, delay, None, _priority(kind, priority)))
+    return bool(q.enqueue_delayed(item, delay, None, priority_arg(kind, priority)))
 
 
-def _take_one(q: Any) -> tuple[bytes, str]:
-    """Take one job that must be there; its payload and ack id."""
-    taken = q.dequeue_with_ack_id()
-    assert taken is not None, "expected a job to take"
-    return taken[0], taken[1]
-
-
-def _kill(q: Any, kind: QueueKind, item: bytes, error: str = "boom") -> None:
-    """Store ``item``, take it and dead-letter it; it must be the only job waiting."""
-    assert put(q, kind, item)
-    taken, ack_id = _take_one(q)
-    assert taken == item
-    assert q.dead_letter(ack_id, error) is True
-
-
-class RetryConformance:
+class RetryConformance(SuiteBase):
     """Tests of ``IDelayedEnqueue``, ``INackable``, ``IDeadLetterable`` and ``IQueueStats``."""
-
-    extensions: ClassVar[tuple[type, ...]]
-
-    if TYPE_CHECKING:  # provided by QueueConformance
-
-        def open(
-            self,
-            harness: StorageHarness,
-            kind: QueueKind,
-            name: str | None = None,
-            lease: float = LONG_LEASE,
-        ) -> Any: ...
-
-        def require(self, *protocols: type) -> None: ...
-
-    def open_with(self, harness: StorageHarness, kind: QueueKind, **options: Any) -> Any:
-        """Open a fresh queue of ``kind`` with storage options (``dead_letter_limit``, ...)."""
-        opener: Any = harness.new_queue
-        return opener(
-            fresh_name(),
-            priority=kind.priority,
-            distributed=kind.distributed,
-            visibility_timeout=LONG_LEASE,
-            **options,
-        )
 
     # -- delayed enqueue ---------------------------------------------------------------------
 
@@ -187,7 +144,7 @@ class RetryConformance:
     ) -> None:
         self.require(IDelayedEnqueue, IDedupQueue)
         q = self.open(harness, kind)
-        priority = _priority(kind)
+        priority = priority_arg(kind)
         assert q.enqueue_delayed(b"first", DELAY, "job-1", priority) is True
         assert q.enqueue_delayed(b"second", DELAY, "job-1", priority) is True
         assert q.enqueue_dedup(b"third", "job-1", priority) is True
@@ -222,7 +179,7 @@ class RetryConformance:
         self.require(INackable)
         q = self.open(harness, kind)
         assert put(q, kind, b"a")
-        _, ack_id = _take_one(q)
+        _, ack_id = take_one(q)
         assert q.nack(ack_id, DELAY) is True
         assert len(q) == 0
         assert q.dequeue_with_ack_id() is None
@@ -254,7 +211,7 @@ class RetryConformance:
         self.require(INackable)
         q = self.open(harness, kind)
         assert q.enqueue(b"urgent", 1) and q.enqueue(b"low", 5)
-        taken, ack_id = _take_one(q)
+        taken, ack_id = take_one(q)
         assert taken == b"urgent"
         assert q.nack(ack_id, DELAY)
         assert q.enqueue(b"mid", 3)
@@ -268,7 +225,7 @@ class RetryConformance:
         self.require(INackable)
         q = self.open(harness, kind)
         assert put(q, kind, b"a") and put(q, kind, b"b")
-        taken, ack_id = _take_one(q)
+        taken, ack_id = take_one(q)
         assert taken == b"a"
         harness.advance(DELAY * 0.6)
         assert q.nack(ack_id, 0) is True
@@ -282,7 +239,7 @@ class RetryConformance:
         self.require(INackable, ILeaseExtendable, ICountedDelivery)
         q = self.open(harness, kind, lease=LEASE)
         assert put(q, kind, b"a")
-        _, expired = _take_one(q)
+        _, expired = take_one(q)
         harness.advance(LEASE * 1.2)
         assert q.nack(expired, DELAY * 100) is False
         assert len(q) == 1  # not delayed by the refused nack
@@ -299,9 +256,9 @@ class RetryConformance:
         q = self.open(harness, kind, name, lease=LEASE)
         other = self.open(harness, kind, name, lease=LEASE)
         assert put(q, kind, b"a")
-        _, stale = _take_one(q)
+        _, stale = take_one(q)
         harness.advance(LEASE * 1.2)
-        _, fresh = _take_one(other)
+        _, fresh = take_one(other)
         assert q.nack(stale, 0) is False
         assert len(q) == 0 and q.dequeue_with_ack_id() is None  # still leased by the other
         assert other.acknowledge(fresh) is True
@@ -314,7 +271,7 @@ class RetryConformance:
         q = self.open(harness, kind)
         assert q.nack("no-such-ack-id", 0) is False
         assert put(q, kind, b"a")
-        _, ack_id = _take_one(q)
+        _, ack_id = take_one(q)
         assert q.acknowledge(ack_id)
         assert q.nack(ack_id, 0) is False
         assert len(q) == 0
@@ -325,9 +282,9 @@ class RetryConformance:
     ) -> None:
         self.require(INackable, IDedupQueue)
         q = self.open(harness, kind)
-        priority = _priority(kind)
+        priority = priority_arg(kind)
         assert q.enqueue_dedup(b"first", "job-1", priority)
-        _, ack_id = _take_one(q)
+        _, ack_id = take_one(q)
         assert q.nack(ack_id, DELAY)
         assert q.enqueue_dedup(b"second", "job-1", priority) is True
         assert len(q) == 0
@@ -344,7 +301,7 @@ class RetryConformance:
         q = self.open(harness, kind)
         envelope = b'{"id": "job-1", "status": "Created", "data": 1}'
         assert put(q, kind, envelope)
-        _, ack_id = _take_one(q)
+        _, ack_id = take_one(q)
         assert q.dead_letter(ack_id, "ValueError: bad input") is True
         assert len(q) == 0
         assert q.values() == []
@@ -365,9 +322,9 @@ class RetryConformance:
         self.require(IDeadLetterable, ILeaseExtendable)
         q = self.open(harness, kind, lease=LEASE)
         assert put(q, kind, b"a")
-        _take_one(q)
+        take_one(q)
         harness.advance(LEASE * 1.2)
-        _, ack_id = _take_one(q)
+        _, ack_id = take_one(q)
         assert q.dead_letter(ack_id, "boom")
         assert [letter["attempts"] for letter in q.dead_letters()] == [2]
 
@@ -379,11 +336,11 @@ class RetryConformance:
         q = self.open(harness, kind, lease=LEASE)
         assert q.dead_letter("no-such-ack-id", "boom") is False
         assert put(q, kind, b"a")
-        _, expired = _take_one(q)
+        _, expired = take_one(q)
         harness.advance(LEASE * 1.2)
         assert q.dead_letter(expired, "boom") is False
         assert len(q) == 1
-        _, fresh = _take_one(q)
+        _, fresh = take_one(q)
         assert q.dead_letter(expired, "boom") is False
         assert q.dead_letters() == []
         assert q.acknowledge(fresh) is True
@@ -398,7 +355,7 @@ class RetryConformance:
         q = self.open(harness, kind)
         items = [f"job-{i}".encode() for i in range(4)]
         for i, item in enumerate(items):
-            _kill(q, kind, item, f"error {i}")
+            kill(q, kind, item, f"error {i}")
             harness.advance(0.01)
         letters = q.dead_letters()
         assert [letter["item"] for letter in letters] == items
@@ -416,11 +373,11 @@ class RetryConformance:
         self.require(IDeadLetterable, ICountedDelivery, ILeaseExtendable)
         q = self.open(harness, kind, lease=LEASE)
         assert put(q, kind, b"a")
-        _take_one(q)
+        take_one(q)
         harness.advance(LEASE * 1.2)  # a's second delivery is the one that dies
-        _, ack_id = _take_one(q)
+        _, ack_id = take_one(q)
         assert q.dead_letter(ack_id, "boom")
-        _kill(q, kind, b"b")
+        kill(q, kind, b"b")
         by_item = {letter["item"]: letter["key"] for letter in q.dead_letters()}
         assert q.requeue_dead([by_item[b"a"], "no-such-key"]) == 1
         assert [letter["item"] for letter in q.dead_letters()] == [b"b"]
@@ -436,7 +393,7 @@ class RetryConformance:
         self.require(IDeadLetterable)
         q = self.open(harness, kind)
         for item in (b"a", b"b", b"c"):
-            _kill(q, kind, item)
+            kill(q, kind, item)
         assert q.requeue_dead() == 3
         assert q.dead_letters() == []
         assert len(q) == 3
@@ -450,7 +407,7 @@ class RetryConformance:
         self.require(IDeadLetterable)
         q = self.open(harness, kind)
         assert put(q, kind, b"dead", 2)
-        _, ack_id = _take_one(q)
+        _, ack_id = take_one(q)
         assert q.dead_letter(ack_id, "boom")
         assert put(q, kind, b"same-priority", 2) and put(q, kind, b"urgent", 1)
         harness.advance(DELAY * 0.6)
@@ -467,8 +424,8 @@ class RetryConformance:
     ) -> None:
         self.require(IDeadLetterable)
         q = self.open(harness, kind)
-        _kill(q, kind, b"a")
-        _kill(q, kind, b"b")
+        kill(q, kind, b"a")
+        kill(q, kind, b"b")
         assert put(q, kind, b"waiting")
         assert q.purge_dead() == 2
         assert q.dead_letters() == []
@@ -480,10 +437,10 @@ class RetryConformance:
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
         self.require(IDeadLetterable)
-        q = self.open_with(harness, kind, dead_letter_limit=3)
+        q = self.open(harness, kind, dead_letter_limit=3)
         items = [f"job-{i}".encode() for i in range(5)]
         for item in items:
-            _kill(q, kind, item)
+            kill(q, kind, item)
             harness.advance(0.01)
         assert [letter["item"] for letter in q.dead_letters()] == items[2:]
 
@@ -492,12 +449,12 @@ class RetryConformance:
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
         self.require(IDeadLetterable)
-        q = self.open_with(harness, kind, dead_letter_max_age=DELAY)
-        _kill(q, kind, b"old")
+        q = self.open(harness, kind, dead_letter_max_age=DELAY)
+        kill(q, kind, b"old")
         harness.advance(DELAY * 0.6)
-        _kill(q, kind, b"young")
+        kill(q, kind, b"young")
         harness.advance(DELAY * 0.6)
-        _kill(q, kind, b"new")
+        kill(q, kind, b"new")
         assert [letter["item"] for letter in q.dead_letters()] == [b"young", b"new"]
 
     @kinds(ALL_KINDS)
@@ -506,9 +463,9 @@ class RetryConformance:
     ) -> None:
         self.require(IDeadLetterable, IDedupQueue)
         q = self.open(harness, kind)
-        priority = _priority(kind)
+        priority = priority_arg(kind)
         assert q.enqueue_dedup(b"first", "job-1", priority)
-        _, ack_id = _take_one(q)
+        _, ack_id = take_one(q)
         assert q.dead_letter(ack_id, "boom")
         assert q.enqueue_dedup(b"second", "job-1", priority) is True
         assert q.values() == [b"second"]
@@ -524,7 +481,7 @@ class RetryConformance:
             self.open(harness, kind, name),
             self.open(harness, kind),
         )
-        _kill(q, kind, b"a")
+        kill(q, kind, b"a")
         assert [letter["item"] for letter in other.dead_letters()] == [b"a"]
         assert elsewhere.dead_letters() == []
         assert elsewhere.requeue_dead() == 0
@@ -549,7 +506,7 @@ class RetryConformance:
         }
         for item in (b"a", b"b", b"c"):
             assert put(q, kind, item)
-        _take_one(q)
+        take_one(q)
         stats = q.stats()
         assert set(stats) == {"waiting", "in_flight", "delayed", "dead", "oldest_age"}
         assert (stats["waiting"], stats["in_flight"]) == (2, 1)
@@ -562,7 +519,7 @@ class RetryConformance:
         self.require(IQueueStats, ILeaseExtendable)
         q = self.open(harness, kind, lease=LEASE)
         assert put(q, kind, b"a")
-        _take_one(q)
+        take_one(q)
         harness.advance(LEASE * 1.2)
         stats = q.stats()
         assert (stats["waiting"], stats["in_flight"]) == (1, 0)
@@ -578,9 +535,9 @@ class RetryConformance:
         assert put(q, kind, b"newer")
         harness.advance(0.3)
         assert 0.6 - 0.01 <= q.stats()["oldest_age"] < 0.6 + 1.0
-        assert _take_one(q)[0] == b"older"
+        assert take_one(q)[0] == b"older"
         assert 0.3 - 0.01 <= q.stats()["oldest_age"] < 0.3 + 1.0
-        _take_one(q)
+        take_one(q)
         assert q.stats()["oldest_age"] == 0
 
     @kinds(ALL_KINDS)
@@ -591,7 +548,7 @@ class RetryConformance:
         q = self.open(harness, kind)
         assert _delay(q, kind, b"delayed", DELAY)
         assert put(q, kind, b"nacked")
-        _, ack_id = _take_one(q)
+        _, ack_id = take_one(q)
         assert q.nack(ack_id, DELAY)
         stats = q.stats()
         assert (stats["waiting"], stats["in_flight"], stats["delayed"]) == (0, 0, 2)
@@ -604,8 +561,8 @@ class RetryConformance:
     def test_stats_count_dead_letters(self, harness: StorageHarness, kind: QueueKind) -> None:
         self.require(IQueueStats, IDeadLetterable)
         q = self.open(harness, kind)
-        _kill(q, kind, b"a")
-        _kill(q, kind, b"b")
+        kill(q, kind, b"a")
+        kill(q, kind, b"b")
         stats = q.stats()
         assert (stats["waiting"], stats["in_flight"], stats["dead"]) == (0, 0, 2)
         assert q.purge_dead() == 2

@@ -22,6 +22,10 @@ back, ``dead_letter(ack_id, error)`` shelves it for an operator (``dead_letters`
 ``requeue_dead``, ``purge_dead``), and ``stats()`` counts what is where. ``list_queues()`` and
 ``open_queue(name)`` on the storage find queues by name, as on ``sqliteq`` and ``redisq``.
 
+Every opener goes through one method, ``MemoryStorage._open``, and every argument is checked by
+the rules of ``varmq.protocols`` ("Arguments and options") in ``varmq.testing._checks``, the
+module an adapter copies to check its arguments the same way.
+
 Each queue object has a ``faults`` attribute (:class:`Faults`) whose switches make it fail the
 way a broken storage would, so tests can watch the worker cope.
 """
@@ -35,19 +39,38 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, TypeVar
+
+from typing_extensions import Unpack
+
+from varmq.protocols import (
+    DEFAULT_DEAD_LETTER_LIMIT,
+    DEFAULT_DEAD_LETTER_MAX_AGE,
+    DeadLetterRecord,
+    QueueStats,
+)
+from varmq.testing._checks import (
+    QueueSettings,
+    as_bytes,
+    check,
+    check_job_id,
+    check_keys,
+    check_name,
+    error_text,
+    queue_settings,
+)
 
 __all__ = [
     "DEAD_LETTER_LIMIT",
     "DEAD_LETTER_MAX_AGE",
     "FakeClock",
     "Faults",
-    "MemoryDistributedPriorityQueue",
-    "MemoryDistributedQueue",
-    "MemoryPriorityQueue",
-    "MemoryQueue",
+    "ReferenceDistributedPriorityQueue",
+    "ReferenceDistributedQueue",
+    "ReferencePriorityQueue",
+    "ReferenceQueue",
     "MemoryStorage",
 ]
 
@@ -56,9 +79,9 @@ _log = logging.getLogger("varmq.testing")
 Clock = Callable[[], float]
 """A monotonic clock: seconds as a float, never going back."""
 
-DEAD_LETTER_LIMIT = 10_000
+DEAD_LETTER_LIMIT = DEFAULT_DEAD_LETTER_LIMIT
 """Default ``dead_letter_limit``: dead letters kept per queue; the oldest beyond it are dropped."""
-DEAD_LETTER_MAX_AGE = 604_800.0
+DEAD_LETTER_MAX_AGE = DEFAULT_DEAD_LETTER_MAX_AGE
 """Default ``dead_letter_max_age``: seconds a dead letter is kept (7 days)."""
 
 
@@ -154,14 +177,26 @@ class _NamedQueue:
     subscribers: list[tuple[_QueueBase, Callable[[str], None]]] = field(default_factory=list)
 
 
+class QueueOptions(TypedDict, total=False):
+    """The keyword options of every opener of :class:`MemoryStorage`; all optional.
+
+    ``visibility_timeout``: seconds a lease lasts (default 300). ``dead_letter_limit``: dead
+    letters kept per queue, the oldest beyond it dropped (default 10,000).
+    ``dead_letter_max_age``: seconds a dead letter is kept (default 604,800: 7 days). The
+    retention options belong to the queue object, like a process's settings: they are applied
+    whenever that object adds a dead letter.
+    """
+
+    visibility_timeout: float
+    dead_letter_limit: int
+    dead_letter_max_age: float
+
+
 class MemoryStorage:
     """Named queues in memory; the stand-in for one Redis server or one SQLite file.
 
-    Every ``new_*`` call and ``open_queue`` take the queue options as keywords:
-    ``visibility_timeout`` (seconds a lease lasts), ``dead_letter_limit`` (dead letters kept per
-    queue; the oldest beyond it are dropped) and ``dead_letter_max_age`` (seconds a dead letter is
-    kept). The retention options belong to the queue object, like a process's settings: they are
-    applied whenever that object adds a dead letter.
+    Every ``new_*`` call and ``open_queue`` take the keyword options of :class:`QueueOptions`,
+    checked the way every storage checks them (``varmq.protocols``, "Arguments and options").
     """
 
     def __init__(self, clock: Clock | None = None) -> None:
@@ -177,59 +212,35 @@ class MemoryStorage:
         self._seq = itertools.count()
         self._opened: list[_QueueBase] = []
 
-    def new_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryQueue:
-        """Open the FIFO queue ``name``; jobs stay leased ``visibility_timeout`` seconds."""
-        named = self._named_queue(name, priority=False)
-        return MemoryQueue(self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age)
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {len(self._named)} queues>"
+
+    @property
+    def location(self) -> str:
+        """Where the queues are, for messages: always ``"memory storage"``."""
+        return "memory storage"
+
+    def new_queue(self, name: str, **options: Unpack[QueueOptions]) -> ReferenceQueue:
+        """Open the FIFO queue ``name``, creating it if needed."""
+        return self._open(ReferenceQueue, name, options)
 
     def new_priority_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryPriorityQueue:
+        self, name: str, **options: Unpack[QueueOptions]
+    ) -> ReferencePriorityQueue:
         """Open the priority queue ``name`` (lower numbers first, FIFO among equals)."""
-        named = self._named_queue(name, priority=True)
-        return MemoryPriorityQueue(
-            self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
-        )
+        return self._open(ReferencePriorityQueue, name, options)
 
     def new_distributed_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryDistributedQueue:
+        self, name: str, **options: Unpack[QueueOptions]
+    ) -> ReferenceDistributedQueue:
         """Open the FIFO queue ``name`` with ``subscribe``."""
-        named = self._named_queue(name, priority=False)
-        return MemoryDistributedQueue(
-            self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
-        )
+        return self._open(ReferenceDistributedQueue, name, options)
 
     def new_distributed_priority_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryDistributedPriorityQueue:
+        self, name: str, **options: Unpack[QueueOptions]
+    ) -> ReferenceDistributedPriorityQueue:
         """Open the priority queue ``name`` with ``subscribe``."""
-        named = self._named_queue(name, priority=True)
-        return MemoryDistributedPriorityQueue(
-            self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age
-        )
+        return self._open(ReferenceDistributedPriorityQueue, name, options)
 
     def list_queues(self) -> list[tuple[str, str]]:
         """``(name, kind)`` of every queue ever opened on this storage, by name.
@@ -241,26 +252,22 @@ class MemoryStorage:
         return [(n.name, "priority" if n.priority else "fifo") for n in named]
 
     def open_queue(
-        self,
-        name: str,
-        *,
-        visibility_timeout: float = 300.0,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> MemoryDistributedQueue | MemoryDistributedPriorityQueue:
+        self, name: str, **options: Unpack[QueueOptions]
+    ) -> ReferenceDistributedQueue | ReferenceDistributedPriorityQueue:
         """Open the existing queue ``name`` as its own kind, with ``subscribe``.
 
         Raises ``LookupError`` naming the queue when nothing was ever opened under ``name``.
         """
         with self._lock:
-            named = self._named.get(name)
+            named = self._named.get(check_name(self.location, name))
         if named is None:
             raise LookupError(
                 f"memory storage: no queue named {name!r}; create it with new_queue() or"
                 f" new_priority_queue() first (list_queues() shows the names)"
             )
-        opener = MemoryDistributedPriorityQueue if named.priority else MemoryDistributedQueue
-        return opener(self, named, visibility_timeout, dead_letter_limit, dead_letter_max_age)
+        if named.priority:
+            return self._open(ReferenceDistributedPriorityQueue, name, options)
+        return self._open(ReferenceDistributedQueue, name, options)
 
     def close(self) -> None:
         """Close every queue object opened on this storage. The jobs stay."""
@@ -269,52 +276,37 @@ class MemoryStorage:
         for q in opened:
             q.close()
 
-    def _named_queue(self, name: str, *, priority: bool) -> _NamedQueue:
+    def _open(self, kind: type[_Q], name: str, options: Mapping[str, Any]) -> _Q:
+        """The one opener: check the name and options, find or make the named queue."""
+        check_name(self.location, name)
+        settings = queue_settings(f"memory storage: queue {name!r}", options)
+        priority = issubclass(kind, ReferencePriorityQueue)
         with self._lock:
             named = self._named.setdefault(name, _NamedQueue(name, priority))
         if named.priority != priority:
-            kind = "priority" if named.priority else "FIFO"
-            raise ValueError(f"memory storage: queue {name!r} is a {kind} queue; open it as one")
-        return named
+            stored = "priority" if named.priority else "FIFO"
+            raise ValueError(f"memory storage: queue {name!r} is a {stored} queue; open it as one")
+        return kind(self, named, settings)
 
     def _wall(self) -> float:
         """Unix seconds, moving with the storage clock."""
         return self._wall_offset + self._clock()
 
 
+_Q = TypeVar("_Q", bound="_QueueBase")
+
+
 class _QueueBase:
     """Everything a queue object does except ``enqueue`` (whose shape depends on the kind)."""
 
-    def __init__(
-        self,
-        storage: MemoryStorage,
-        named: _NamedQueue,
-        lease_seconds: float,
-        dead_letter_limit: int = DEAD_LETTER_LIMIT,
-        dead_letter_max_age: float = DEAD_LETTER_MAX_AGE,
-    ) -> None:
-        if not lease_seconds > 0:
-            raise ValueError(f"queue {named.name!r}: visibility_timeout must be > 0")
-        if (
-            isinstance(dead_letter_limit, bool)
-            or not isinstance(dead_letter_limit, int)
-            or dead_letter_limit < 1
-        ):
-            raise ValueError(
-                f"queue {named.name!r}: dead_letter_limit must be an int >= 1,"
-                f" got {dead_letter_limit!r}"
-            )
-        if not dead_letter_max_age > 0:
-            raise ValueError(
-                f"queue {named.name!r}: dead_letter_max_age must be > 0 seconds,"
-                f" got {dead_letter_max_age!r}"
-            )
+    def __init__(self, storage: MemoryStorage, named: _NamedQueue, settings: QueueSettings) -> None:
         self.faults = Faults()
         self._storage = storage
         self._named = named
-        self._lease_seconds = float(lease_seconds)
-        self._dead_letter_limit = dead_letter_limit
-        self._dead_letter_max_age = float(dead_letter_max_age)
+        self._subject = f"memory storage: queue {named.name!r}"  # starts every error message
+        self._lease_seconds = float(settings.visibility_timeout)
+        self._dead_letter_limit = settings.dead_letter_limit
+        self._dead_letter_max_age = float(settings.dead_letter_max_age)
         self._lock = storage._lock  # one lock per storage; see MemoryStorage.__init__
         self._closed = False  # written under _lock
         with self._lock:
@@ -335,9 +327,11 @@ class _QueueBase:
     def enqueue_dedup(self, item: bytes | str, job_id: str, priority: int | None = None) -> bool:
         """Store ``item`` unless a job with ``job_id`` is stored (waiting, delayed or in flight).
 
-        ``True`` in both cases, ``False`` when refused. FIFO queues ignore ``priority``.
+        ``True`` in both cases, ``False`` when refused. FIFO queues ignore ``priority``; a
+        priority queue takes ``None`` as 0.
         """
-        return self._put(item, priority or 0, job_id)
+        job_id = check_job_id(self._subject, job_id)
+        return self._put(item, self._priority(priority, optional=True), job_id)
 
     def enqueue_delayed(
         self,
@@ -352,24 +346,34 @@ class _QueueBase:
         means now. With a ``job_id``, deduplicates like ``enqueue_dedup``. FIFO queues ignore
         ``priority``. ``False`` when refused (closed, full, fault).
         """
-        return self._put(item, priority or 0, job_id, self._check_delay(delay))
+        data = as_bytes(self._subject, item)
+        rank = self._priority(priority, optional=True)
+        if job_id is not None:
+            job_id = check_job_id(self._subject, job_id)
+        return self._put(data, rank, job_id, self._delay(delay))
 
     def set_capacity(self, capacity: int) -> None:
         """Refuse enqueues into this name once ``capacity`` jobs wait (0: unlimited).
 
         Delayed and in-flight jobs do not count; delayed enqueues are refused like the others.
         """
-        if capacity < 0:
-            raise ValueError(f"queue {self.name!r}: capacity must be >= 0, got {capacity}")
+        check(self._subject, "capacity", capacity)
         with self._lock:
             self._named.capacity = capacity
 
-    def _put(self, item: bytes | str, priority: int, job_id: str | None, delay: float = 0) -> bool:
-        data = _as_bytes(item, self.name)
-        if not self._named.priority:
-            priority = 0  # a FIFO queue is a priority queue where everyone is equal
-        elif isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"queue {self.name!r}: priority must be an int, got {priority!r}")
+    def _priority(self, priority: Any, *, optional: bool) -> int:
+        """The checked priority to store: FIFO queues store 0 whatever they are given."""
+        if not self._named.priority or (optional and priority is None):
+            return 0  # a FIFO queue is a priority queue where everyone is equal
+        return int(check(self._subject, "priority", priority))
+
+    def _delay(self, delay: Any) -> float:
+        """The checked delay in seconds, rounded up to whole milliseconds as stores keep it."""
+        seconds = check(self._subject, "delay", delay)
+        return math.ceil(seconds * 1000) / 1000 if seconds > 0 else 0.0
+
+    def _put(self, item: Any, priority: int, job_id: str | None, delay: float = 0) -> bool:
+        data = as_bytes(self._subject, item)
         if self.faults.refuse_enqueue:
             return False
         with self._lock:
@@ -382,7 +386,7 @@ class _QueueBase:
             if named.capacity and len(named.ready) >= named.capacity:
                 return False
             now = self._storage._clock()
-            job = _Job(data, priority, next(self._storage._seq), job_id, now + max(delay, 0))
+            job = _Job(data, priority, next(self._storage._seq), job_id, now + delay)
             self._line_up(job, now)
             if job_id is not None:
                 named.job_ids.add(job_id)
@@ -408,13 +412,6 @@ class _QueueBase:
         with self._lock:
             if not self._closed:
                 self._named.subscribers.append((self, callback))
-
-    def _check_delay(self, delay: float) -> float:
-        if isinstance(delay, bool) or not isinstance(delay, (int, float)):
-            raise TypeError(f"queue {self.name!r}: delay must be seconds, got {delay!r}")
-        if math.isnan(delay):
-            raise ValueError(f"queue {self.name!r}: delay must be seconds, got nan")
-        return float(delay)
 
     # -- taking ------------------------------------------------------------------------------
 
@@ -445,6 +442,7 @@ class _QueueBase:
         return self._take(n)
 
     def _take(self, n: int) -> list[tuple[bytes, str, int]]:
+        check(self._subject, "n", n)
         self._raise_take_fault()
         with self._lock:
             if self._closed:
@@ -479,7 +477,7 @@ class _QueueBase:
             self._catch_up()
             results = []
             for ack_id in ack_ids:
-                lease = self._named.leased.pop(ack_id, None)
+                lease = self._unlease(ack_id)
                 if lease is not None:
                     self._named.job_ids.discard(lease.job.job_id or "")
                 results.append(lease is not None)
@@ -491,7 +489,7 @@ class _QueueBase:
             return False
         with self._lock:
             self._catch_up()
-            lease = self._named.leased.get(ack_id)
+            lease = self._named.leased.get(ack_id) if isinstance(ack_id, str) else None
             if lease is None:
                 return False
             lease.deadline = self._storage._clock() + self._lease_seconds
@@ -504,18 +502,16 @@ class _QueueBase:
         (``delay <= 0``: now). ``False`` when the lease is unknown, expired, taken over, or
         refused. Works after ``close()``, like ``acknowledge``.
         """
-        delay = self._check_delay(delay)
+        wait = self._delay(delay)
         if self.faults.refuse_nack:
             return False
         with self._lock:
-            self._catch_up()
-            lease = self._named.leased.pop(ack_id, None)
-            if lease is None:
+            if (lease := self._take_back(ack_id)) is None:
                 return False
             now = self._storage._clock()
             job = lease.job
             job.seq = next(self._storage._seq)  # end of line, even at the same clock reading
-            job.available_at = now + max(delay, 0)
+            job.available_at = now + wait
             self._line_up(job, now)
             return True
 
@@ -529,15 +525,14 @@ class _QueueBase:
         if self.faults.refuse_dead_letter:
             return False
         with self._lock:
-            self._catch_up()
-            lease = self._named.leased.pop(ack_id, None)
-            if lease is None:
+            if (lease := self._take_back(ack_id)) is None:
                 return False
             job = lease.job
             self._named.job_ids.discard(job.job_id or "")
             key = uuid.uuid4().hex
             now = self._storage._clock()
-            self._named.dead[key] = _DeadLetter(key, job, str(error), self._storage._wall(), now)
+            letter = _DeadLetter(key, job, error_text(error), self._storage._wall(), now)
+            self._named.dead[key] = letter
             self._prune_dead(now)
             return True
 
@@ -550,6 +545,15 @@ class _QueueBase:
             if len(dead) <= self._dead_letter_limit and letter.died >= oldest_kept:
                 break
             del dead[key]
+
+    def _take_back(self, ack_id: object) -> _Lease | None:
+        """Catch up with the clock, then remove the lease held under ``ack_id``. Holds _lock."""
+        self._catch_up()
+        return self._unlease(ack_id)
+
+    def _unlease(self, ack_id: object) -> _Lease | None:
+        """Remove and return the lease held under ``ack_id``; ``None`` if none. Holds _lock."""
+        return self._named.leased.pop(ack_id, None) if isinstance(ack_id, str) else None
 
     def _catch_up(self) -> None:
         """Bring the named queue up to the clock. Caller holds _lock.
@@ -569,13 +573,9 @@ class _QueueBase:
 
     # -- dead letters --------------------------------------------------------------------------
 
-    def dead_letters(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Up to ``limit`` dead letters, oldest first.
-
-        Each is ``{"key", "item", "attempts", "error", "dead_at"}``; ``dead_at`` in Unix seconds.
-        """
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValueError(f"queue {self.name!r}: limit must be an int >= 0, got {limit!r}")
+    def dead_letters(self, limit: int = 100) -> list[DeadLetterRecord]:
+        """Up to ``limit`` dead letters, oldest first; ``dead_at`` in Unix seconds."""
+        check(self._subject, "limit", limit)
         with self._lock:
             letters = list(itertools.islice(self._named.dead.values(), limit))
             return [
@@ -596,14 +596,13 @@ class _QueueBase:
         take is attempt 1). Unknown keys are ignored. A requeued job gets its dedup id back
         unless another stored job holds it meanwhile. ``0`` once this object is closed.
         """
-        if isinstance(keys, str):
-            raise TypeError(f"queue {self.name!r}: keys must be a list of keys, not one str")
+        chosen_keys = check_keys(self._subject, keys)
         with self._lock:
             if self._closed:
                 return 0
             self._catch_up()
             named = self._named
-            wanted = named.dead if keys is None else dict.fromkeys(keys)
+            wanted = named.dead if chosen_keys is None else dict.fromkeys(chosen_keys)
             chosen = [key for key in list(wanted) if key in named.dead]
             now = self._storage._clock()
             for key in chosen:
@@ -648,7 +647,7 @@ class _QueueBase:
             self._catch_up()
             return [entry[-1].item for entry in sorted(self._named.ready)]
 
-    def stats(self) -> dict[str, float]:
+    def stats(self) -> QueueStats:
         """Counts of this name's jobs: ``waiting``, ``in_flight``, ``delayed``, ``dead``, and
         ``oldest_age``, the seconds since the oldest waiting job became available (0.0 if none).
 
@@ -692,7 +691,7 @@ class _QueueBase:
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-class MemoryQueue(_QueueBase):
+class ReferenceQueue(_QueueBase):
     """A FIFO queue: implements ``IPersistentQueue`` and every extension protocol."""
 
     def enqueue(self, item: bytes | str) -> bool:
@@ -700,15 +699,15 @@ class MemoryQueue(_QueueBase):
         return self._put(item, 0, None)
 
 
-class MemoryPriorityQueue(_QueueBase):
+class ReferencePriorityQueue(_QueueBase):
     """A priority queue: implements ``IPersistentPriorityQueue`` and every extension protocol."""
 
     def enqueue(self, item: bytes | str, priority: int) -> bool:
         """Store ``item`` with ``priority`` (lower first); ``False`` when refused."""
-        return self._put(item, priority, None)
+        return self._put(item, self._priority(priority, optional=False), None)
 
 
-class MemoryDistributedQueue(MemoryQueue):
+class ReferenceDistributedQueue(ReferenceQueue):
     """A FIFO queue that also implements ``IDistributedQueue``."""
 
     def subscribe(self, callback: Callable[[str], None]) -> None:
@@ -716,17 +715,9 @@ class MemoryDistributedQueue(MemoryQueue):
         self._subscribe(callback)
 
 
-class MemoryDistributedPriorityQueue(MemoryPriorityQueue):
+class ReferenceDistributedPriorityQueue(ReferencePriorityQueue):
     """A priority queue that also implements ``IDistributedPriorityQueue``."""
 
     def subscribe(self, callback: Callable[[str], None]) -> None:
         """Call ``callback("enqueued")`` after each job added under this name, by any object."""
         self._subscribe(callback)
-
-
-def _as_bytes(item: object, name: str) -> bytes:
-    if isinstance(item, bytes):
-        return item
-    if isinstance(item, str):
-        return item.encode()
-    raise TypeError(f"queue {name!r}: items must be bytes or str, got {type(item).__name__}")

@@ -144,22 +144,22 @@ def test_a_version_1_file_is_migrated_and_counts_its_stored_jobs_towards_a_capac
 # --- queue names and kinds -----------------------------------------------------------------------
 
 
-NAMES = ["plain", "with space", "it's", 'say "hi"', "'; DROP TABLE jobs; --", "名前 ✓", ""]
+NAMES = ["plain", "with space", "it's", 'say "hi"', "'; DROP TABLE jobs; --", "名前 ✓", "\x00"]
 
 
 def test_queue_names_are_any_text_and_stay_apart(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     with sqliteq.new(path) as queues:
         for name in NAMES:
-            assert queues.new_queue(name).enqueue(name or "<empty>")
+            assert queues.new_queue(name).enqueue(name)
     with sqliteq.new(path) as queues:
         for name in NAMES:
             q = queues.new_queue(name)
-            assert q.values() == [(name or "<empty>").encode()]
-            assert q.dequeue() == (name or "<empty>").encode()
+            assert q.values() == [name.encode()]
+            assert q.dequeue() == name.encode()
 
 
-@pytest.mark.parametrize("name", ["emails", 'it\'s "quoted"', ""])
+@pytest.mark.parametrize("name", ["emails", 'it\'s "quoted"', " "])
 def test_opening_a_fifo_queue_as_a_priority_queue_raises_naming_both(
     tmp_path: Path, name: str
 ) -> None:
@@ -293,3 +293,61 @@ def test_a_path_in_a_missing_directory_is_refused_naming_it(tmp_path: Path) -> N
     path = tmp_path / "missing" / "jobs.db"
     with pytest.raises(sqliteq.RefusedDatabaseError, match=r"missing/jobs\.db cannot be opened"):
         sqliteq.new(path)
+
+
+# --- opening by URL, for operator tools ----------------------------------------------------------
+
+
+def test_open_url_takes_a_path_and_every_sqlite_url_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_sqliteq_file(tmp_path / "jobs.db", 1)
+    monkeypatch.chdir(tmp_path.parent)
+    relative = f"{tmp_path.name}/jobs.db"
+    absolute = str(tmp_path / "jobs.db")
+    assert sqliteq.URL_SCHEMES == ("sqlite",)
+    for url, path in [
+        (absolute, absolute),
+        (relative, relative),
+        (f"sqlite:{relative}", relative),
+        (f"sqlite://{relative}", relative),
+        (f"sqlite://{absolute}", absolute),  # sqlite:///abs/path
+    ]:
+        with sqliteq.open_url(url) as queues:
+            assert queues.location == queues.path == path
+            assert queues.list_queues() == [("q", "fifo")]
+
+
+def test_open_url_of_a_missing_file_raises_file_not_found_naming_it_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.db"
+    with pytest.raises(FileNotFoundError, match="no such database file") as caught:
+        sqliteq.open_url(f"sqlite://{path}")
+    assert caught.value.filename == str(path)
+    assert list(tmp_path.iterdir()) == []
+    with sqliteq.open_url(str(path), create=True) as queues:
+        assert queues.new_queue("q").enqueue(b"x")
+
+
+def test_open_url_refuses_an_empty_file_and_a_sqlite_database_without_tables_untouched(
+    tmp_path: Path,
+) -> None:
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    blank = tmp_path / "blank.db"
+    sqlite3.connect(blank).execute("PRAGMA user_version = 0").connection.close()
+    before = snapshot(tmp_path)
+    for path, reason in [(empty, "is an empty file"), (blank, "without tables")]:
+        with pytest.raises(sqliteq.NotADatabaseError, match=reason) as caught:
+            sqliteq.open_url(str(path))
+        assert caught.value.path == str(path) and "create=True" in str(caught.value)
+    assert snapshot(tmp_path) == before
+    with sqliteq.open_url(str(blank), create=True) as queues:
+        assert queues.list_queues() == []
+
+
+def test_open_url_refuses_another_scheme_naming_the_url(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"'redis://localhost/0'.*sqlite:"):
+        sqliteq.open_url("redis://localhost/0")
+    assert list(tmp_path.iterdir()) == []

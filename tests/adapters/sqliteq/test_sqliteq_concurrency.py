@@ -18,7 +18,7 @@ import pytest
 
 import sqliteq
 
-ADAPTERS = str(Path(__file__).resolve().parents[2] / "adapters")
+ADAPTERS = str(Path(__file__).resolve().parents[3] / "adapters")
 WAIT = 10.0
 
 
@@ -301,7 +301,6 @@ def test_no_watcher_thread_runs_without_a_subscriber(tmp_path: Path) -> None:
     with sqliteq.new(tmp_path / "jobs.db") as queues:
         queues.new_distributed_queue("events").enqueue(b"a")
         assert not any(t.name == "sqliteq:watch" for t in threading.enumerate())
-
 
 
 OPENER = """

@@ -1,0 +1,47 @@
+"""Fixtures of the sqliteq tests: a file per test, and a clock that moves only when told.
+
+``queues`` opens ``db_path`` with ``clock`` (integer Unix milliseconds, starting at a fixed
+time), so lease and delay tests take no real time; ``rows`` looks at the file from outside
+the adapter.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sqliteq
+from varmq.testing import FakeWallClock
+
+START_MS = 1_700_000_000_000
+"""Where ``clock`` starts: 2023-11-14, so stored times are fixed numbers in every run."""
+
+
+@pytest.fixture
+def clock() -> FakeWallClock:
+    return FakeWallClock(START_MS)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "jobs.db"
+
+
+@pytest.fixture
+def queues(db_path: Path, clock: FakeWallClock) -> Iterator[sqliteq.Queues]:
+    opened = sqliteq.new(db_path, clock=clock)
+    yield opened
+    opened.close()
+
+
+def rows(db_path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Look at the file from outside the adapter."""
+    conn = sqlite3.connect(db_path)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()

@@ -1,0 +1,29 @@
+"""The storage conformance suite on sqliteq: one temporary file per test, the clock replaced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import sqliteq
+from varmq.testing import FakeWallClock, QueuesHarness
+from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
+
+
+class TestSqliteqConformance(QueueConformance):
+    """sqliteq claims every extension: capacity, delays, nacks, dead letters and stats.
+
+    Each queue object gets a ``Queues`` of its own (its own connections), as separate processes
+    would have; they share the file and the clock that sqliteq stores deadlines with.
+    """
+
+    extensions = ALL_EXTENSIONS
+
+    @pytest.fixture(autouse=True)
+    def _file(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "jobs.db"
+
+    def make_harness(self) -> QueuesHarness:
+        clock = FakeWallClock()
+        return QueuesHarness(lambda: sqliteq.new(self.path, clock=clock), clock.advance)

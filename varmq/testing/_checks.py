@@ -1,0 +1,158 @@
+"""The reference storage's argument checks: one table of rules, one message format.
+
+Every storage checks the same arguments the same way (the rules are in ``varmq.protocols``,
+"Arguments and options"); ``sqliteq`` and ``redisq`` keep copies of this module, since they
+do not import varmq, and the conformance suite keeps the copies alike. A wrong type raises
+``TypeError``, a value out of range ``ValueError``; each message starts with ``subject`` (the
+store and the queue) and names the argument and the value. No state, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
+
+from varmq.protocols import (
+    DEFAULT_DEAD_LETTER_LIMIT,
+    DEFAULT_DEAD_LETTER_MAX_AGE,
+    DEFAULT_VISIBILITY_TIMEOUT,
+    MAX_COUNT,
+    MAX_DELAY,
+    MAX_PRIORITY,
+    MAX_QUEUE_NAME_BYTES,
+    MAX_VISIBILITY_TIMEOUT,
+)
+
+__all__ = [
+    "QueueSettings",
+    "as_bytes",
+    "check",
+    "check_job_id",
+    "check_keys",
+    "check_name",
+    "error_text",
+    "queue_settings",
+]
+
+
+class _Rule(NamedTuple):
+    integer: bool  # an int; else seconds, an int or a float
+    least: float  # the lowest value allowed...
+    above: bool  # ...or the value everything must be above
+    most: float  # the highest value allowed
+    expected: str  # what the message says is expected
+
+
+_INF = math.inf
+RULES: Mapping[str, _Rule] = {
+    # queue options
+    "visibility_timeout": _Rule(False, 0, True, MAX_VISIBILITY_TIMEOUT, "seconds > 0, <= 7 days"),
+    "dead_letter_limit": _Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
+    "dead_letter_max_age": _Rule(False, 0, True, MAX_DELAY, "seconds > 0, <= 100 years"),
+    # arguments of queue methods
+    "delay": _Rule(False, -_INF, False, MAX_DELAY, "finite seconds <= 100 years (<= 0: now)"),
+    "priority": _Rule(True, -MAX_PRIORITY, False, MAX_PRIORITY, "an int within +-2**53"),
+    "capacity": _Rule(True, 0, False, MAX_COUNT, "an int >= 0 (0: unlimited)"),
+    "limit": _Rule(True, 0, False, MAX_COUNT, "an int >= 0"),
+    "n": _Rule(True, -_INF, False, MAX_COUNT, "an int (<= 0: none)"),
+}
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """The options of one queue object, checked; the defaults are written here only."""
+
+    visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
+    dead_letter_limit: int = DEFAULT_DEAD_LETTER_LIMIT
+    dead_letter_max_age: float = DEFAULT_DEAD_LETTER_MAX_AGE
+
+
+_OPTIONS = tuple(option.name for option in fields(QueueSettings))
+
+
+def check(subject: str, key: str, value: Any) -> Any:
+    """Return ``value`` if it obeys the rule ``key``; raise ``TypeError``/``ValueError``."""
+    rule = RULES[key]
+    problem = f"{subject}: {key}={value!r}; expected {rule.expected}"
+    if isinstance(value, bool) or not isinstance(value, int if rule.integer else (int, float)):
+        raise TypeError(problem)
+    low_ok = value > rule.least if rule.above else value >= rule.least
+    if not (low_ok and value <= rule.most) or (
+        isinstance(value, float) and not math.isfinite(value)
+    ):
+        raise ValueError(problem)
+    return value
+
+
+def queue_settings(subject: str, options: Mapping[str, Any]) -> QueueSettings:
+    """Check the keyword options of an opener and fill in the defaults."""
+    for key, value in options.items():
+        if key not in _OPTIONS:
+            raise TypeError(
+                f"{subject}: unknown option {key}={value!r}; expected {', '.join(_OPTIONS)}"
+            )
+        check(subject, key, value)
+    return QueueSettings(**options)
+
+
+def check_name(store: str, name: Any) -> str:
+    """Return ``name`` if it is a queue name: a ``str`` of 1 to 200 bytes of UTF-8."""
+    expected = f"expected a str of 1 to {MAX_QUEUE_NAME_BYTES} bytes in UTF-8"
+    if not isinstance(name, str):
+        raise TypeError(f"{store}: queue name {name!r}; {expected}")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        size = -1  # a lone surrogate: not text any storage can keep
+    if not 0 < size <= MAX_QUEUE_NAME_BYTES:
+        shown = repr(name) if len(name) <= 40 else f"{name[:40]!r}... ({len(name)} characters)"
+        raise ValueError(f"{store}: queue name {shown}; {expected}")
+    return name
+
+
+def as_bytes(subject: str, item: Any) -> bytes:
+    """``item`` as the bytes to store: bytes-like as is, ``str`` as UTF-8."""
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, (bytearray, memoryview)):
+        return bytes(item)
+    if isinstance(item, str):
+        try:
+            return item.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"{subject}: item is a str that UTF-8 cannot encode ({exc})") from None
+    raise TypeError(f"{subject}: item of type {type(item).__name__}; expected bytes or str")
+
+
+def check_job_id(subject: str, job_id: Any) -> str:
+    """Return ``job_id`` if it is a job id: a non-empty ``str`` that UTF-8 can encode."""
+    problem = f"{subject}: job_id={job_id!r}; expected a non-empty str"
+    if not isinstance(job_id, str):
+        raise TypeError(problem)
+    try:
+        size = len(job_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        size = 0  # a lone surrogate: not text any storage can keep
+    if not size:
+        raise ValueError(problem)
+    return job_id
+
+
+def check_keys(subject: str, keys: Any) -> list[str] | None:
+    """The dead-letter keys of ``requeue_dead`` as a list (``None``: all of them)."""
+    if keys is None:
+        return None
+    if isinstance(keys, (str, bytes, bytearray)) or not isinstance(keys, Iterable):
+        raise TypeError(f"{subject}: keys={keys!r}; expected None or a collection of str keys")
+    chosen = list(keys)
+    for key in chosen:
+        if not isinstance(key, str):
+            raise TypeError(f"{subject}: key {key!r} in keys; expected str keys")
+    return chosen
+
+
+def error_text(error: object) -> str:
+    """The text of a dead letter's error, storable as UTF-8 (lone surrogates escaped)."""
+    return str(error).encode("utf-8", "backslashreplace").decode("utf-8")
