@@ -452,20 +452,6 @@ class IDeadLetterable(Protocol):
 class IQueueStats(Protocol):
     """Counts for operators, from the storage (every process), in one cheap call."""
 
-    def stats(self) -> dict[str, float]:
-        """Where this queue's jobs are, as a :class:`QueueStats`; zeros when storage fails.
-
-        Annotated as a plain ``dict`` until the worker's stats code reads it as a
-        ``QueueStats`` (it copies it with ``dict()``, which a ``TypedDict`` does not allow).
-        """
+    def stats(self) -> QueueStats:
+        """Where this queue's jobs are; zeros when storage fails."""
         ...
-
-
-class QueueStats(TypedDict):
-    """What ``IQueueStats.stats()`` returns: counts of one queue, from every process."""
-
-    waiting: int
-    in_flight: int
-    delayed: int
-    dead: int
-    oldest_age: float

@@ -18,21 +18,16 @@ import time
 from collections import deque
 from typing import Any
 
+from .protocols import DEFAULT_DEAD_LETTER_LIMIT, DEFAULT_DEAD_LETTER_MAX_AGE
 from .retry import DeadLetter, failure_text
 
 __all__ = [
-    "DEAD_LETTER_LIMIT",
-    "DEAD_LETTER_MAX_AGE",
     "DeadLetters",
     "DelayedJobs",
     "MemoryPriorityQueue",
     "MemoryQueue",
 ]
 
-DEAD_LETTER_LIMIT = 10_000
-"""Dead letters kept per in-memory queue; the oldest beyond it are dropped."""
-DEAD_LETTER_MAX_AGE = 7 * 24 * 3600.0
-"""Seconds a dead letter of an in-memory queue is kept (7 days)."""
 
 # Sequence numbers stay below this, so a key orders by priority first.
 _SPAN = 1 << 40
@@ -208,7 +203,9 @@ class DeadLetters:
     __slots__ = ("_keys", "_letters", "_limit", "_lock", "_max_age")
 
     def __init__(
-        self, limit: int = DEAD_LETTER_LIMIT, max_age: float = DEAD_LETTER_MAX_AGE
+        self,
+        limit: int = DEFAULT_DEAD_LETTER_LIMIT,
+        max_age: float = DEFAULT_DEAD_LETTER_MAX_AGE,
     ) -> None:
         # Guards _letters.
         self._lock = threading.Lock()

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from typing import Any, cast
+from typing import Any
 
 from . import envelope
 from .errors import (
@@ -380,7 +380,7 @@ class StorageSource(Source):
     def stats(self) -> QueueStats:
         if isinstance(self.storage, IQueueStats):
             try:
-                return cast(QueueStats, self.storage.stats())
+                return self.storage.stats()
             except Exception:
                 pass
         return {
