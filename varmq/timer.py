@@ -58,21 +58,25 @@ class Timer:
     def __init__(self, dispatch: Dispatcher, name: str) -> None:
         self._dispatch = dispatch
         self._name = name
-        # Guards _running, _thread, _watches and _planned; _cv is notified when something may
-        # be due earlier than the thread planned to wake (at _planned).
+        # Guards _running, _thread, _watches, _planned, _poked and _waiting; _cv is notified when
+        # something may be due earlier than the thread planned to wake (at _planned). _poked
+        # keeps a poke that came while the thread was busy (not waiting) from being lost.
         self._cv = threading.Condition(threading.Lock())
         self._running = False
         self._thread: threading.Thread | None = None
         # Running jobs with a timeout, by id of their Watch: at most the concurrency of them.
         self._watches: dict[int, Watch] = {}
         self._planned = 0.0
+        self._poked = False
+        self._waiting = False
 
     def watch(self, source: Source, job: Job[Any], timeout: float) -> Watch:
         """Fail ``job`` (just started) if it still runs ``timeout`` seconds from now."""
         entry = Watch(source, job, timeout)
         with self._cv:
             self._watches[id(entry)] = entry
-            if self._running and entry.deadline < self._planned:
+            if self._running and (not self._waiting or entry.deadline < self._planned):
+                self._poked = True  # busy: it looks again before it sleeps; waiting: woken
                 self._cv.notify_all()
         if not self._running:
             self.start()
@@ -124,6 +128,7 @@ class Timer:
     def poke(self) -> None:
         """Something may be due sooner than planned: recompute."""
         with self._cv:
+            self._poked = True
             self._cv.notify_all()
 
     def _main(self) -> None:
@@ -132,6 +137,7 @@ class Timer:
             with self._cv:
                 if not self._running:
                     return
+                self._poked = False
             now = time.monotonic()
             next_due = min(self._tick(now), now + dispatch.poll_interval)
             if self._watches:
@@ -141,10 +147,14 @@ class Timer:
             with self._cv:
                 if not self._running:
                     return
+                if self._poked:
+                    continue  # poked while it worked: what it planned may be too late
                 self._planned = next_due
                 delay = next_due - time.monotonic()
                 if delay > 0:
+                    self._waiting = True
                     self._cv.wait(delay)
+                    self._waiting = False
 
     def _tick(self, now: float) -> float:
         """Let every source see the time and wake the worker for those that became ready;
@@ -178,14 +188,18 @@ class LeaseRenewer:
     def __init__(self, renew: Callable[[float], float | None], name: str) -> None:
         self._renew = renew
         self._name = name
-        # Guards _running and _thread; _cv is notified when a renewal may be due sooner.
+        # Guards _running, _poked and _thread; _cv is notified when a renewal may be due sooner.
+        # _poked is set by every poke, so one that comes while the thread renews (and so does
+        # not wait on _cv) is not lost: the thread looks again before it sleeps.
         self._cv = threading.Condition(threading.Lock())
         self._running = False
+        self._poked = False
         self._thread: threading.Thread | None = None
 
     def poke(self) -> None:
         """Jobs were taken under a lease: start the thread, or make it look again."""
         with self._cv:
+            self._poked = True
             if self._running:
                 self._cv.notify_all()
                 return
@@ -202,10 +216,14 @@ class LeaseRenewer:
 
     def _main(self) -> None:
         while True:
+            with self._cv:
+                self._poked = False
             next_due = self._renew(time.monotonic())
             with self._cv:
                 if not self._running:
                     return
+                if self._poked:
+                    continue  # jobs were tracked while it renewed: their times are not seen yet
                 if next_due is None:
                     self._cv.wait()
                     continue
