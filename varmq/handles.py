@@ -330,6 +330,8 @@ class _StorageHandle(_Handle, Generic[T]):
                 ok = storage.enqueue(raw)
             else:
                 ok = storage.enqueue(raw, priority)
+        except (TypeError, ValueError):
+            raise  # the storage refused an argument (a delay beyond its limit): a caller's error
         except Exception as exc:
             if strict:
                 raise EnqueueError(self._label, job_id, f"{type(exc).__name__}: {exc}") from exc
