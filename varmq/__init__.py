@@ -62,7 +62,7 @@ from .handles import (
     Queue,
 )
 from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, FailedJob, Job, JobStatus
-from .metrics import Metrics
+from .metrics import DurationHistogram, Metrics
 from .options import ErrorHandler, WorkerOptions
 from .protocols import IDistributedPriorityQueue, IDistributedQueue
 from .queues import MemoryPriorityQueue, MemoryQueue
@@ -79,6 +79,7 @@ __all__ = [
     "DeadLetter",
     "DistributedPriorityQueue",
     "DistributedQueue",
+    "DurationHistogram",
     "EnqueueError",
     "EnqueuedErrGroupJob",
     "EnqueuedErrJob",

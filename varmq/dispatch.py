@@ -23,6 +23,8 @@ Everything below the lock line is guarded by ``Dispatcher.lock``. Its invariants
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -126,8 +128,10 @@ class Dispatcher:
         self.cursor = -1
         self.spawns = 0
         self.generation = 0
-        # Threads blocked in wait_for: nobody to notify when it is 0 (most of the time).
+        # Callers blocked in wait_for or wait_for_async: nobody to notify when it is 0 (most of
+        # the time). The async ones wait on futures of their own loops, resolved by _notify.
         self.waiters = 0
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self.runner = make_runner(self)
 
     # -- derived values --------------------------------------------------------------------
@@ -157,7 +161,7 @@ class Dispatcher:
             self.fast = None if only is None or queue is None else (only, queue)
             # Binding always wakes the worker: jobs already stored start without another signal.
             self.wake_locked()
-            self.changed.notify_all()
+            self.notify_locked()
             spawns = self.take_spawns_locked()
         if spawns:
             self.runner.spawn(spawns)
@@ -304,6 +308,21 @@ class Dispatcher:
                 self.wake_one_locked()
         return first
 
+    def run_started(self, source: Source, job: Job[Any]) -> float:
+        """A job function starts: its start time while durations are observed, else 0."""
+        if not self.metrics.observing:
+            return 0.0
+        started = time.monotonic()
+        source.started[id(job)] = started
+        return started
+
+    def run_ended(self, source: Source, job: Job[Any], started: float) -> None:
+        """The job function that started at ``started`` returned: count its duration."""
+        seconds = time.monotonic() - started
+        source.started.pop(id(job), None)
+        with self.lock:
+            self.metrics.observe_locked(seconds)
+
     def count_locked(self, tally: list[int]) -> None:
         """Count runs tallied outside the lock: ``tally[outcome]`` runs ended that way."""
         metrics = self.metrics
@@ -375,14 +394,14 @@ class Dispatcher:
                 self.state = State.PAUSED
             self.check_stopped_locked()
             if self.waiters:
-                self.changed.notify_all()
+                self.notify_locked()
 
     def acks_settled(self) -> None:
         """Deferred acknowledgements were sent: a stopping worker may now be stopped."""
         with self.lock:
             self.check_stopped_locked()
             if self.waiters:
-                self.changed.notify_all()
+                self.notify_locked()
 
     def acks_pending(self) -> bool:
         return any(source.pending_acks for source in self.sources)
@@ -428,7 +447,7 @@ class Dispatcher:
             and not self.acks_pending()
         ):
             self.state = State.STOPPED
-            self.changed.notify_all()
+            self.notify_locked()
             self._on_stopped()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -439,7 +458,7 @@ class Dispatcher:
             raise state_error(status)
         self.state = State.ACTIVE
         self.generation += 1
-        self.changed.notify_all()
+        self.notify_locked()
         self.runner.start_locked()
         self.wake_locked()
 
@@ -449,7 +468,7 @@ class Dispatcher:
             if state is State.ACTIVE:
                 busy = self.in_flight or self.buffer
                 self.state = State.PAUSING if busy else State.PAUSED
-                self.changed.notify_all()
+                self.notify_locked()
             elif state in (State.PAUSING, State.PAUSED):
                 return
             else:
@@ -463,7 +482,7 @@ class Dispatcher:
             if state is not State.PAUSED:
                 raise self.state_error()
             self.state = State.ACTIVE
-            self.changed.notify_all()
+            self.notify_locked()
             self.wake_locked()
             spawns = self.take_spawns_locked()
         if spawns:
@@ -480,7 +499,7 @@ class Dispatcher:
         while self.idle:
             self.runner.wake(self.idle.pop())
             self.waking += 1
-        self.changed.notify_all()
+        self.notify_locked()
         self.check_stopped_locked()
 
     def tune_locked(self, concurrency: int) -> None:
@@ -501,6 +520,41 @@ class Dispatcher:
                 self.waking += 1
 
     # -- waiting ----------------------------------------------------------------------------
+
+    def notify_locked(self) -> None:
+        """The state changed: wake every thread and coroutine waiting for a condition."""
+        self.changed.notify_all()
+        waiting, self._async_waiters = self._async_waiters, []
+        for loop, future in waiting:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody to wake
+                loop.call_soon_threadsafe(_resolve, future)
+
+    async def wait_for_async(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
+        """:meth:`wait_for` for a coroutine: the event loop is never blocked while it waits."""
+        self.check_process()
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self.lock:
+                if predicate():
+                    return True
+                future: asyncio.Future[None] = loop.create_future()
+                self._async_waiters.append((loop, future))
+                self.waiters += 1
+            remaining = self.poll_interval
+            if deadline is not None:
+                remaining = min(remaining, deadline - time.monotonic())
+            try:
+                if remaining > 0:
+                    await asyncio.wait({future}, timeout=remaining)
+            finally:
+                with self.lock:
+                    self.waiters -= 1
+                    with contextlib.suppress(ValueError):
+                        self._async_waiters.remove((loop, future))
+            if deadline is not None and time.monotonic() >= deadline:
+                with self.lock:
+                    return predicate()
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float | None) -> bool:
         """Wait until ``predicate`` (evaluated under the lock) holds; False on timeout.
@@ -527,4 +581,16 @@ class Dispatcher:
             return True
 
     def queues_empty_locked(self) -> bool:
-        return all(source.waiting() == 0 for source in self.sources)
+        """Whether every bound queue is empty; one whose storage cannot answer is not."""
+        for source in self.sources:
+            try:
+                if source.waiting():
+                    return False
+            except Exception:
+                return False
+        return True
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -1,10 +1,46 @@
-"""Job counters of one worker, counted in this process."""
+"""Job counters of one worker, counted in this process, and an optional duration histogram."""
 
 from __future__ import annotations
 
+import bisect
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["Metrics"]
+__all__ = ["DEFAULT_DURATION_BUCKETS", "DurationHistogram", "Metrics"]
+
+DEFAULT_DURATION_BUCKETS: tuple[float, ...] = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+)
+"""Upper bounds, in seconds, of the job duration buckets unless others are asked for."""
+
+
+@dataclass(frozen=True)
+class DurationHistogram:
+    """How long job functions ran, in buckets: a snapshot of :meth:`Metrics.duration_histogram`.
+
+    ``counts[i]`` counts runs of at most ``bounds[i]`` seconds (and more than the bound before);
+    the last count, one more than the bounds, those longer than every bound. ``sum`` is the
+    total of the durations, ``count`` how many there were.
+    """
+
+    bounds: tuple[float, ...]
+    counts: tuple[int, ...]
+    sum: float
+    count: int
 
 
 class Metrics:
@@ -30,11 +66,13 @@ class Metrics:
     """
 
     __slots__ = (
+        "_buckets",
         "_lock",
         "completed",
         "dead_lettered",
         "failed",
         "lost",
+        "observing",
         "released",
         "retried",
         "submitted",
@@ -55,10 +93,47 @@ class Metrics:
         self.lost = 0
         self.timed_out = 0
         self.released = 0
+        # None until observe_durations: then bounds, per-bucket counts, sum (guarded by _lock).
+        self._buckets: tuple[tuple[float, ...], list[int], list[float]] | None = None
+        #: Whether job durations are measured (see :meth:`observe_durations`).
+        self.observing = False
+
+    def observe_durations(self, buckets: Sequence[float] | None = None) -> None:
+        """Measure how long each job function runs from now on (off by default: it costs a
+        clock read and a lock per job). ``buckets``: upper bounds in seconds, increasing.
+
+        Also lets ``queue_stats()`` report the age of the oldest running job per queue.
+        Calling it again keeps the buckets already chosen.
+        """
+        bounds = tuple(float(b) for b in (DEFAULT_DURATION_BUCKETS if buckets is None else buckets))
+        if not bounds or any(b <= a for a, b in zip(bounds, bounds[1:], strict=False)):
+            raise ValueError(f"varmq: duration buckets must increase, got {bounds!r}")
+        with self._lock:
+            if self._buckets is None:
+                self._buckets = (bounds, [0] * (len(bounds) + 1), [0.0])
+                self.observing = True
+
+    def duration_histogram(self) -> DurationHistogram | None:
+        """A snapshot of the durations measured so far; ``None`` unless observed."""
+        with self._lock:
+            if self._buckets is None:
+                return None
+            bounds, counts, total = self._buckets
+            return DurationHistogram(bounds, tuple(counts), total[0], sum(counts))
+
+    def observe_locked(self, seconds: float) -> None:
+        """Count one run of ``seconds`` (the caller holds the lock given at construction)."""
+        if self._buckets is not None:
+            bounds, counts, total = self._buckets
+            counts[bisect.bisect_left(bounds, seconds)] += 1
+            total[0] += seconds
 
     def reset(self) -> None:
-        """Set every counter to zero."""
+        """Set every counter to zero (and empty the duration histogram, if observed)."""
         with self._lock:
+            if self._buckets is not None:
+                bounds = self._buckets[0]
+                self._buckets = (bounds, [0] * (len(bounds) + 1), [0.0])
             self.submitted = self.completed = self.successful = self.failed = 0
             self.retried = self.dead_lettered = self.lost = self.timed_out = 0
             self.released = 0

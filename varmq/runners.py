@@ -188,11 +188,14 @@ class ThreadRunner:
         it then, and only its slot is left to give back)."""
         timeout = job._timeout or self._timeout
         watch = None if timeout is None else self._timer().watch(source, job, timeout)
+        started = self._dispatch.run_started(source, job)
         try:
             value = self._fn(job)
             error = None
         except BaseException as exc:
             value, error = None, exc
+        if started:
+            self._dispatch.run_ended(source, job, started)
         if watch is not None and not self._timer().unwatch(watch):
             return None
         try:
@@ -330,6 +333,7 @@ class AsyncRunner:
         dispatch = self._dispatch
         timeout = job._timeout or self._timeout
         timed_out = False
+        started = dispatch.run_started(source, job)
         try:
             if timeout is None:
                 value = await self._fn(job)
@@ -340,6 +344,8 @@ class AsyncRunner:
                 error = JobTimeoutError(job.id, source.label, timeout)  # type: ignore[arg-type]
         except BaseException as exc:
             value, error = None, exc
+        if started:
+            dispatch.run_ended(source, job, started)
         try:
             outcome = await source.settle_async(job, value, error, self._io)
         except Exception:

@@ -97,6 +97,9 @@ class Source:
         self._poll = poll
         self.running = 0
         self.buffered = 0
+        # Start times (monotonic) of this source's running jobs, by id of the job: kept only
+        # while the worker's durations are observed; for the oldest running job's age.
+        self.started: dict[int, float] = {}
         # A take that failed makes the source unready until this monotonic time (0: none).
         self.retry_at = 0.0
         self._backoff = 0.0
@@ -203,14 +206,28 @@ class Source:
         """Counts of this queue: waiting, in flight, delayed, dead and the oldest age."""
         raise NotImplementedError
 
-    def describe(self) -> dict[str, Any]:
-        """One row of ``Worker.queue_stats()``."""
-        return {
+    def describe(self, now: float | None = None) -> dict[str, Any]:
+        """One row of ``Worker.queue_stats()``.
+
+        A storage that cannot answer gives ``"reachable": False``, its ``"error"`` and
+        ``None`` for every count (never zeros that look like an empty queue). With ``now``
+        (durations observed), also ``"oldest_running_age"`` in seconds.
+        """
+        row: dict[str, Any] = {
             "name": self.label,
             "kind": "priority" if self.prioritised else "fifo",
             "storage": self.storage_label,
-            **self.stats(),
         }
+        try:
+            row.update(self.stats())
+            row["reachable"], row["error"] = True, None
+        except Exception as exc:
+            row.update(dict.fromkeys(("waiting", "in_flight", "delayed", "dead", "oldest_age")))
+            row["reachable"], row["error"] = False, f"{type(exc).__name__}: {exc}"
+        if now is not None:
+            oldest = min(self.started.values(), default=None)
+            row["oldest_running_age"] = 0.0 if oldest is None else max(now - oldest, 0.0)
+        return row
 
 
 class MemorySource(Source):

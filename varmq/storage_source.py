@@ -194,10 +194,8 @@ class StorageSource(Source):
             self._track(jobs, self._taken_at)  # type: ignore[arg-type]
 
     def length(self) -> int:
-        try:
-            return len(self.storage)
-        except Exception:
-            return 0
+        """Jobs waiting in the storage; raises when the storage cannot answer."""
+        return len(self.storage)
 
     # -- leases ------------------------------------------------------------------------------
     #
@@ -378,11 +376,9 @@ class StorageSource(Source):
     # -- operators ---------------------------------------------------------------------------
 
     def stats(self) -> QueueStats:
+        """The storage's counts; raises when the storage cannot answer."""
         if isinstance(self.storage, IQueueStats):
-            try:
-                return self.storage.stats()
-            except Exception:
-                pass
+            return self.storage.stats()
         return {
             "waiting": self.length() + self.buffered,
             "in_flight": self.running,

@@ -55,7 +55,10 @@ def pick(strategy: Strategy, sources: Sequence[C], cursor: int, now: float) -> t
         for source in sources:
             if not source.ready_locked(now):
                 continue
-            size = source.length()
+            try:
+                size = source.length()
+            except Exception:  # a storage that cannot answer has no known length: skip it
+                continue
             if size <= 0:
                 continue
             if (

@@ -442,7 +442,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
     @property
     def num_pending(self) -> int:
         """Jobs waiting: in every bound queue, plus jobs taken from storage not yet started."""
-        return sum(source.waiting() for source in list(self._dispatch.sources))
+        return sum(_waiting_or_zero(source) for source in list(self._dispatch.sources))
 
     @property
     def num_processing(self) -> int:
@@ -469,9 +469,13 @@ class BaseWorker(MemoryBinding[T, H, G]):
 
         Each dict has ``name``, ``kind`` (``"fifo"`` or ``"priority"``), ``storage``
         (``"memory"`` or the adapter's package), ``waiting``, ``in_flight``, ``delayed``,
-        ``dead`` and ``oldest_age`` (seconds; 0 for in-memory queues).
+        ``dead`` and ``oldest_age`` (seconds; 0 for in-memory queues), ``reachable`` and
+        ``error``: a storage that cannot answer gives ``reachable=False``, its error, and
+        ``None`` for the counts. While durations are observed
+        (``metrics.observe_durations()``), also ``oldest_running_age`` (seconds).
         """
-        return [source.describe() for source in list(self._dispatch.sources)]
+        now = time.monotonic() if self._dispatch.metrics.observing else None
+        return [source.describe(now) for source in list(self._dispatch.sources)]
 
     def errs(self) -> queue.Queue[BaseException]:
         """Reported errors, oldest first; bounded, the oldest are dropped on overflow."""
@@ -479,6 +483,13 @@ class BaseWorker(MemoryBinding[T, H, G]):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self._label} {self.status.value}>"
+
+
+def _waiting_or_zero(source: Any) -> int:
+    try:
+        return int(source.waiting())
+    except Exception:  # a storage that cannot answer: counted as nothing known to wait
+        return 0
 
 
 class Worker(BaseWorker[T, EnqueuedJob[T], EnqueuedGroupJob], StorageBinding[T]):
