@@ -118,7 +118,8 @@ def _choose(choice: str) -> ServerBinary:
     if choice == "path":
         found = _on_path()
         if found is None:
-            raise RedisServerError(f"{ENV_SERVER}=path, but no redis-server is on PATH")
+            names = " nor ".join(_NAMES_ON_PATH)
+            raise RedisServerError(f"{ENV_SERVER}=path, but neither {names} is on PATH")
         return _identify(found, f"{ENV_SERVER}=path")
     if not os.access(choice, os.X_OK) or os.path.isdir(choice):
         raise RedisServerError(
@@ -173,13 +174,13 @@ def parse_version_banner(banner: str, path: str, chosen_by: str) -> ServerBinary
 
 
 def _free_port(*, with_bus: bool = False) -> int:
-    """A loopback port nobody listens on right now, never 6379; ``with_bus``: port + 10000 (the
-    cluster bus) is free and at most 65535 too."""
+    """A loopback port nobody listens on right now, never 6379 (nor Redis Cluster's 16379);
+    ``with_bus``: port + 10000 (the cluster bus) is free and at most 65535 too."""
     for _ in range(1000):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             port = int(sock.getsockname()[1])
-        if port == 6379:
+        if port in (6379, 16379):
             continue
         if not with_bus:
             return port
