@@ -488,19 +488,38 @@ class Dispatcher:
         if spawns:
             self.runner.spawn(spawns)
 
-    def stop_locked(self) -> None:
+    def stop_locked(self) -> list[tuple[Source, Job[Any]]]:
+        """Stop taking; returns the taken jobs that have not started and can go back to their
+        storage at once (the caller hands them back without the lock: it is storage I/O)."""
         state = self.state
         if state in (State.STOPPING, State.STOPPED):
-            return
+            return []
         if state is State.INITIATED:
             raise errors.NotRunningWorkerError()
         self.state = State.STOPPING
+        handed: list[tuple[Source, Job[Any]]] = []
+        kept: deque[tuple[Source, Job[Any]]] = deque()
+        for source, job in self.buffer:
+            (handed if source.can_release else kept).append((source, job))
+        if handed:
+            self.buffer = kept
+            for source, _ in handed:
+                source.buffered -= 1
+                source.running -= 1
         # Parked slots wake up, see STOPPING and retire.
         while self.idle:
             self.runner.wake(self.idle.pop())
             self.waking += 1
         self.notify_locked()
         self.check_stopped_locked()
+        return handed
+
+    def hand_back(self, handed: list[tuple[Source, Job[Any]]]) -> None:
+        """Release the leases of jobs :meth:`stop_locked` took out of the buffer (no lock)."""
+        released = sum(1 for source, job in handed if source.release(job))
+        if released:
+            with self.lock:
+                self.metrics.released += released
 
     def tune_locked(self, concurrency: int) -> None:
         if self.state is not State.ACTIVE:

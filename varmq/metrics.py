@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -106,7 +107,7 @@ class Metrics:
         Calling it again keeps the buckets already chosen.
         """
         bounds = tuple(float(b) for b in (DEFAULT_DURATION_BUCKETS if buckets is None else buckets))
-        if not bounds or any(b <= a for a, b in zip(bounds, bounds[1:], strict=False)):
+        if not bounds or any(b <= a for a, b in itertools.pairwise(bounds)):
             raise ValueError(f"varmq: duration buckets must increase, got {bounds!r}")
         with self._lock:
             if self._buckets is None:

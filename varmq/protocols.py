@@ -27,6 +27,7 @@ Which methods the worker calls
     - finish: ``acknowledge_many(ack_ids)`` if offered (one round trip for several finished jobs),
       else ``acknowledge(ack_id)`` per job;
     - while a job runs: ``extend_lease(ack_id)`` well before ``lease_seconds`` elapse;
+    - a job taken and never started, when the worker stops: ``release(ack_id)``;
     - a job that failed and will be retried: ``nack(ack_id, delay)``; one out of attempts, or
       whose bytes never decode: ``dead_letter(ack_id, reason)``;
     - add: ``enqueue_dedup(item, job_id, priority)`` when the caller gave a job id and the queue
@@ -79,8 +80,7 @@ Stats
     ``stats()`` returns a :class:`QueueStats` in one cheap call: ``waiting`` (what ``len()``
     counts), ``in_flight`` (leased, lease not expired), ``delayed`` (available later), ``dead``
     (dead letters) and ``oldest_age`` (seconds since the oldest waiting job became available,
-    ``0.0`` when none waits). The four counts are ints and ``oldest_age`` is a float, also
-    when the storage cannot be reached (then every value is zero).
+    ``0.0`` when none waits). The four counts are ints and ``oldest_age`` is a float.
 
 Finding queues (on the store, not a protocol)
     The object that opens queues (``sqliteq.Queues``, ``redisq.Queues``, the reference
@@ -95,9 +95,8 @@ Arguments and options
     Every storage checks its arguments the same way, before it stores anything. A value of the
     wrong type raises ``TypeError``; a value of the right type out of range raises
     ``ValueError``; both name the store, the queue, the argument and the value. (``bool`` is
-    not accepted where a number is expected.) State and storage trouble never raise from a
-    queue method: a closed or full queue refuses with ``False``, a stale ack id gives
-    ``False``, and a storage failure gives the method's "nothing" value. The rules:
+    not accepted where a number is expected.) A closed or full queue refuses with ``False``
+    and a stale ack id gives ``False``: those are answers, not errors. The rules:
 
     - queue names: a ``str`` of 1 to 200 bytes in UTF-8 (so text that cannot be encoded, such
       as a lone surrogate, is refused too);
@@ -131,9 +130,20 @@ After ``close()``
     ``extend_lease`` of jobs it handed out before still work: a worker that stops after the
     close must be able to finish what it took.
 
-Every method may be called from any thread. A storage error should make the method return
-its "nothing" value (``False``, ``None``, ``[]``, ``0``, zero stats); the worker also copes with
-one that raises, backs off, and reports the error once per back-off step.
+A storage that cannot answer
+    raises; it never answers for the storage. When the server is down, the file is locked past
+    the store's busy timeout, the disk is full or the database damaged, a method raises an
+    exception of the adapter's own (best a subclass of ``ConnectionError`` or ``OSError``,
+    never ``TypeError`` or ``ValueError``, which mean a caller's mistake) naming the store, so
+    that the worker can tell an outage from its answers: ``[]`` from a take means "empty",
+    ``False`` from ``extend_lease`` means "this lease is not yours any more", ``0`` from
+    ``len()`` means "nothing waits". The worker reports an outage
+    (:class:`~varmq.FailedToDequeueError` on ``errs()``), keeps a lease it cannot renew until
+    its own deadline for it has passed, and shows an unreachable queue as such, never as an
+    empty one. A call raises within a bounded time (the adapter documents how long), and
+    nothing it was asked to do is half done.
+
+Every method may be called from any thread.
 """
 
 from __future__ import annotations
@@ -162,6 +172,7 @@ __all__ = [
     "IDistributedPriorityQueue",
     "IDistributedQueue",
     "ILeaseExtendable",
+    "ILeaseReleasable",
     "IMultiAcknowledgeable",
     "INackable",
     "IPersistentPriorityQueue",
@@ -378,6 +389,25 @@ class ILeaseExtendable(Protocol):
 
         A lease is lost as soon as its deadline passed, even before another consumer took the
         job: from then on ``extend_lease`` and ``acknowledge`` with that ack id return ``False``.
+        A storage that cannot answer raises instead: the worker then keeps the lease until its
+        own deadline for it has passed, and tries again.
+        """
+        ...
+
+
+@runtime_checkable
+class ILeaseReleasable(Protocol):
+    """Handing a taken job back at once, without waiting for its lease to expire."""
+
+    def release(self, ack_id: str) -> bool:
+        """Give back the job leased under ``ack_id``, which was never started.
+
+        In one atomic step the job goes back to its place in line, available at once (its
+        priority, availability and order, as when its lease expires), and this delivery does
+        not count: the next take reports the same attempt again. Distributed queues notify
+        (``"enqueued"``). ``False`` when the lease is unknown, expired or taken over (fenced
+        like ``acknowledge``). Works after ``close()``. The worker calls it for jobs it took
+        ahead of a free slot (prefetch) when it stops, so another consumer gets them at once.
         """
         ...
 

@@ -192,6 +192,13 @@ class Source:
         """Let time pass (under the dispatcher's lock): ``(became ready, next due time)``."""
         return False, None
 
+    #: Whether a job taken from this source and never started can be handed back at once.
+    can_release = False
+
+    def release(self, job: Job[Any]) -> bool:
+        """Hand ``job`` (taken, never started) back to the storage; whether it was."""
+        return False
+
     def expired_locked(self, job: Job[Any], now: float) -> bool:
         """Whether ``job``, taken and waiting in the buffer, lost its lease and must be dropped
         instead of started (and so it is, here)."""

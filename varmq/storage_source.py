@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ from .protocols import (
     ICountedDelivery,
     IDeadLetterable,
     ILeaseExtendable,
+    ILeaseReleasable,
     IMultiAcknowledgeable,
     INackable,
     IQueueStats,
@@ -51,6 +53,8 @@ __all__ = ["StorageJob", "StorageSource"]
 
 # Due times of delayed jobs a source remembers; beyond them, the poll finds the jobs.
 _MAX_DUE = 4096
+# How long after a job's due time the source is looked at (the storage's clock is not ours).
+_DUE_MARGIN = 0.002
 # After a renewal that raised (storage unreachable), try again this soon.
 _RENEW_RETRY = 1.0
 
@@ -98,6 +102,7 @@ class StorageSource(Source):
         self._leased = isinstance(storage, ILeaseExtendable)
         self.retries = isinstance(storage, INackable) and isinstance(storage, IDeadLetterable)
         self._buries = isinstance(storage, IDeadLetterable)
+        self.can_release = isinstance(storage, ILeaseReleasable)
         # -- readiness, guarded by the dispatcher's lock --
         # Storage is assumed to hold jobs until a take finds it empty.
         self.maybe_ready = True
@@ -309,6 +314,18 @@ class StorageSource(Source):
     def pending_acks(self) -> int:
         return self._acks.unacked
 
+    def release(self, job: Job[Any]) -> bool:
+        assert isinstance(job, StorageJob)
+        self._forget(job)
+        try:
+            released = bool(self.storage.release(job.ack_id))
+        except Exception as exc:
+            self._report(AcknowledgeJobError(job.id, job.ack_id, exc))
+            return False
+        if not released:
+            self._report(AcknowledgeJobError(job.id, job.ack_id))
+        return released
+
     def _nack(self, job: StorageJob, delay: float) -> None:
         """Give the job back to be taken again after ``delay`` seconds."""
         try:
@@ -339,9 +356,12 @@ class StorageSource(Source):
 
         At most ``_MAX_DUE`` times are kept; beyond that the poll finds the rest.
         """
+        # Storages round a delay up to whole milliseconds on their own clock: look a little
+        # after that, so that the take finds the job due rather than a moment too early.
+        due = time.monotonic() + math.ceil(max(delay, 0.0) * 1000) / 1000 + _DUE_MARGIN
         with self._due_lock:
             if len(self._due) < _MAX_DUE:
-                heapq.heappush(self._due, time.monotonic() + max(delay, 0.0))
+                heapq.heappush(self._due, due)
 
     def needs_timer(self) -> bool:
         return True

@@ -293,17 +293,27 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._dispatch.resume()
 
     def stop(self) -> None:
-        """Stop taking jobs; returns at once. Running jobs finish; queued jobs are kept."""
-        self._dispatch.check_process()
-        with self._dispatch.lock:
-            self._dispatch.stop_locked()
+        """Stop taking jobs. Running jobs finish; queued jobs are kept.
+
+        Jobs taken from storage ahead of a free slot (the prefetch) and not started go back to
+        their storage at once, where the storage can take them back (``release``), so another
+        consumer gets them without waiting for their leases; this is the only wait of
+        ``stop()``, one storage call per job. Otherwise they run before the worker stops.
+        """
+        dispatch = self._dispatch
+        dispatch.check_process()
+        with dispatch.lock:
+            handed = dispatch.stop_locked()
+        dispatch.hand_back(handed)
 
     def restart(self) -> None:
         """Stop, wait until stopped, and start again; queued jobs are kept."""
         dispatch = self._dispatch
+        dispatch.check_process()
         with dispatch.lock:
-            dispatch.stop_locked()
+            handed = dispatch.stop_locked()
             generation = dispatch.generation
+        dispatch.hand_back(handed)
         dispatch.wait_for(
             lambda: dispatch.state is State.STOPPED or dispatch.generation != generation, None
         )

@@ -23,4 +23,4 @@ class TestReferenceStorage(QueueConformance):
     def make_harness(self) -> QueuesHarness:
         clock = FakeClock()
         storage = MemoryStorage(clock=clock)
-        return QueuesHarness(lambda: storage, clock.advance)
+        return QueuesHarness(lambda: storage, clock.advance, storage.outage)

@@ -11,6 +11,7 @@ import pytest
 
 import redisq
 from redisq.script import Client
+from varmq.protocols import ILeaseReleasable
 from varmq.testing import FakeWallClock, QueuesHarness
 from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
 
@@ -25,7 +26,8 @@ def redisq_harness(client: Client | str) -> QueuesHarness:
 class TestRedisqConformance(QueueConformance):
     """redisq on a real redis-server; every test uses fresh queue names, so no flushing."""
 
-    extensions = ALL_EXTENSIONS  # set_capacity included
+    # release() is not implemented by this adapter yet.
+    extensions = tuple(e for e in ALL_EXTENSIONS if e is not ILeaseReleasable)
 
     @pytest.fixture(autouse=True)
     def _server(self, redis_url: str) -> None:
@@ -38,7 +40,8 @@ class TestRedisqConformance(QueueConformance):
 class TestRedisqOnFakeredisConformance(QueueConformance):
     """redisq on fakeredis (its Lua runtime), one fresh fake server per test."""
 
-    extensions = ALL_EXTENSIONS
+    # release() is not implemented by this adapter yet.
+    extensions = tuple(e for e in ALL_EXTENSIONS if e is not ILeaseReleasable)
 
     def make_harness(self) -> QueuesHarness:
         return redisq_harness(fakeredis.FakeRedis(server=fakeredis.FakeServer()))

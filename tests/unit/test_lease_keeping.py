@@ -149,3 +149,38 @@ def test_a_frozen_storage_does_not_delay_the_lease_renewals_of_another(
     assert runs.count("b") == 1, runs
     assert [e for e in _errors(worker) if getattr(e, "job_id", None) == "b"] == []
     assert healthy.renewals >= 3
+
+
+def test_stop_hands_taken_jobs_that_have_not_started_back_to_storage_at_once(
+    workers: list[Any],
+) -> None:
+    storage = MemoryStorage()
+    release = threading.Event()
+    started = threading.Event()
+
+    def run(job: varmq.Job[Any]) -> None:
+        started.set()
+        release.wait(WAIT)
+
+    worker = varmq.new_worker(run, 1, prefetch=4, auto_run=False)
+    handle = worker.with_persistent_queue(storage.new_queue("jobs", visibility_timeout=300))
+    for n in range(5):
+        assert handle.add(n)
+    worker.start()
+    assert started.wait(WAIT)
+    deadline = time.monotonic() + WAIT
+    while worker.num_pending < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the prefetch arrives with the first take; nothing to wait on
+    worker.stop()
+    # The four jobs waiting for the busy slot are back in storage now, not after 300 s.
+    assert len(storage.new_queue("jobs")) == 4
+    assert worker.metrics.released == 4
+    release.set()
+    assert worker.wait_until_stopped(WAIT)
+    assert worker.metrics.successful == 1
+    attempts: list[int] = []
+    other = varmq.new_worker(lambda job: attempts.append(job.attempt), 2)
+    workers.append(other)
+    other.with_persistent_queue(storage.new_queue("jobs"))
+    assert other.wait(WAIT)
+    assert attempts == [1, 1, 1, 1]  # the handed-back delivery does not count

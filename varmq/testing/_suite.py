@@ -21,6 +21,7 @@ from varmq.protocols import (
     IDedupQueue,
     IDelayedEnqueue,
     ILeaseExtendable,
+    ILeaseReleasable,
     IMultiAcknowledgeable,
     INackable,
     IQueueStats,
@@ -42,6 +43,7 @@ DEFAULT_EXTENSIONS: tuple[type, ...] = (
     IMultiAcknowledgeable,
     IDedupQueue,
     ILeaseExtendable,
+    ILeaseReleasable,
 )
 """The optional protocols a storage claims unless it says otherwise: those the worker relies on
 for batching, retries, dedup and long jobs, and that ``sqliteq`` and ``redisq`` implement."""

@@ -41,6 +41,7 @@ protocols left out are skipped; the ones kept are checked with ``isinstance``.
 :class:`QueueConformance` is the sum of its parts, each a subclass of one base
 (``varmq.testing._suite.SuiteBase``): :class:`BaseConformance` here (the queue protocols),
 ``RetryConformance`` (``conformance_retries``: delays, nacks, dead letters, stats),
+``LeaseConformance`` (``conformance_leases``: ``release``, and every call during an outage),
 ``CheckConformance`` (``conformance_checks``: the argument and option checks every storage
 shares) and ``WorkerConformance`` (``conformance_worker``: the worker on this storage).
 """
@@ -82,6 +83,7 @@ from varmq.testing._suite import (
     take,
 )
 from varmq.testing.conformance_checks import CheckConformance
+from varmq.testing.conformance_leases import LeaseConformance
 from varmq.testing.conformance_retries import RetryConformance
 from varmq.testing.conformance_worker import WorkerConformance
 from varmq.testing.harness import QueueKind, QueuesHarness, StorageHarness
@@ -664,5 +666,7 @@ class BaseConformance(SuiteBase):
         assert set(heard) == {"enqueued"}
 
 
-class QueueConformance(BaseConformance, RetryConformance, CheckConformance, WorkerConformance):
+class QueueConformance(
+    BaseConformance, RetryConformance, LeaseConformance, CheckConformance, WorkerConformance
+):
     """The whole suite; subclass it with a ``Test*`` name and implement ``make_harness``."""

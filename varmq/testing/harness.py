@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from varmq.testing.storage import FakeClock
 
-__all__ = ["FakeWallClock", "QueueKind", "QueuesHarness", "StorageHarness"]
+__all__ = ["FakeWallClock", "Outage", "QueueKind", "QueuesHarness", "StorageHarness"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,12 @@ class StorageHarness(Protocol):
         ...
 
 
+Outage = Callable[[], AbstractContextManager[None]]
+"""Makes the storage unable to answer for the time of a ``with`` block (a stopped server, a
+file locked by another process); the outage tests of the suite use it when the harness has
+one, as an ``outage`` attribute."""
+
+
 class QueuesHarness:
     """The harness of a store with the four ``new_*`` openers; the suite's tests call these.
 
@@ -62,12 +69,19 @@ class QueuesHarness:
     queue: return one store to share one connection, or a new one each time to give every
     queue object a connection of its own, as separate processes would have. ``advance`` moves
     the clock the store measures leases and delays with. :meth:`close` closes every store
-    ``open_queues`` returned, each once.
+    ``open_queues`` returned, each once. ``outage``, when given, is what the suite uses to take
+    the storage away (see :data:`Outage`).
     """
 
-    def __init__(self, open_queues: Callable[[], Any], advance: Callable[[float], None]) -> None:
+    def __init__(
+        self,
+        open_queues: Callable[[], Any],
+        advance: Callable[[float], None],
+        outage: Outage | None = None,
+    ) -> None:
         self._open_queues = open_queues
         self._advance = advance
+        self.outage = outage
         self._opened: dict[int, Any] = {}  # id -> store, in order of first use
 
     def queues(self) -> Any:

@@ -32,6 +32,7 @@ way a broken storage would, so tests can watch the worker cope.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
@@ -39,7 +40,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, TypeVar
 
@@ -116,7 +117,10 @@ class Faults:
       leased, so it comes back when its lease expires;
     - ``refuse_extend``: ``extend_lease`` returns ``False`` and leaves the deadline as it was;
     - ``refuse_nack``: ``nack`` returns ``False``; the job stays leased;
-    - ``refuse_dead_letter``: ``dead_letter`` returns ``False``; the job stays leased.
+    - ``refuse_dead_letter``: ``dead_letter`` returns ``False``; the job stays leased;
+    - ``unreachable``: every call that would reach the storage raises it, e.g.
+      ``ConnectionError("storage down")``, as a storage that cannot answer does; nothing is
+      changed meanwhile, and leases keep running out; ``None`` to bring it back.
     """
 
     refuse_enqueue: bool = False
@@ -125,12 +129,18 @@ class Faults:
     refuse_extend: bool = False
     refuse_nack: bool = False
     refuse_dead_letter: bool = False
+    unreachable: BaseException | None = None
 
     def clear(self) -> None:
         """Turn every switch off."""
         self.refuse_enqueue = self.refuse_ack = self.refuse_extend = False
         self.refuse_nack = self.refuse_dead_letter = False
-        self.take_error = None
+        self.take_error = self.unreachable = None
+
+    def reach(self) -> None:
+        """Raise the ``unreachable`` error, if set (each storage call begins with this)."""
+        if self.unreachable is not None:
+            raise self.unreachable.with_traceback(None)
 
 
 @dataclass
@@ -269,6 +279,25 @@ class MemoryStorage:
             return self._open(ReferenceDistributedPriorityQueue, name, options)
         return self._open(ReferenceDistributedQueue, name, options)
 
+    @contextlib.contextmanager
+    def outage(self, error: BaseException | None = None) -> Iterator[None]:
+        """Make every queue of this storage unable to answer inside the ``with`` block.
+
+        Each call that would reach the storage raises ``error`` (default
+        ``ConnectionError("memory storage: down")``), as :attr:`Faults.unreachable` does for
+        one queue object; leases keep running out meanwhile.
+        """
+        down = error if error is not None else ConnectionError("memory storage: down")
+        with self._lock:
+            queues = list(self._opened)
+        for queue in queues:
+            queue.faults.unreachable = down
+        try:
+            yield
+        finally:
+            for queue in queues:
+                queue.faults.unreachable = None
+
     def close(self) -> None:
         """Close every queue object opened on this storage. The jobs stay."""
         with self._lock:
@@ -373,6 +402,7 @@ class _QueueBase:
         return math.ceil(seconds * 1000) / 1000 if seconds > 0 else 0.0
 
     def _put(self, item: Any, priority: int, job_id: str | None, delay: float = 0) -> bool:
+        self.faults.reach()
         data = as_bytes(self._subject, item)
         if self.faults.refuse_enqueue:
             return False
@@ -417,6 +447,7 @@ class _QueueBase:
 
     def dequeue(self) -> bytes | None:
         """Take the next job for good, without a lease; ``None`` when there is none."""
+        self.faults.reach()
         self._raise_take_fault()
         with self._lock:
             if self._closed:
@@ -442,6 +473,7 @@ class _QueueBase:
         return self._take(n)
 
     def _take(self, n: int) -> list[tuple[bytes, str, int]]:
+        self.faults.reach()
         check(self._subject, "n", n)
         self._raise_take_fault()
         with self._lock:
@@ -471,6 +503,7 @@ class _QueueBase:
 
     def acknowledge_many(self, ack_ids: Sequence[str]) -> list[bool]:
         """Acknowledge each id in order, in one step; one result per id."""
+        self.faults.reach()
         if self.faults.refuse_ack:
             return [False] * len(ack_ids)
         with self._lock:
@@ -485,6 +518,7 @@ class _QueueBase:
 
     def extend_lease(self, ack_id: str) -> bool:
         """Restart the lease of ``ack_id``; ``False`` when it expired, is unknown, or refused."""
+        self.faults.reach()
         if self.faults.refuse_extend:
             return False
         with self._lock:
@@ -495,6 +529,25 @@ class _QueueBase:
             lease.deadline = self._storage._clock() + self._lease_seconds
             return True
 
+    def release(self, ack_id: str) -> bool:
+        """Give back the job leased under ``ack_id``, never started: at once, where it was.
+
+        It goes back to its place in line (its priority, availability and order, as if its
+        lease had expired) and this delivery does not count: the next take reports the same
+        attempt again. ``False`` when the lease is unknown, expired or taken over. Works after
+        ``close()``, like ``acknowledge``.
+        """
+        self.faults.reach()
+        with self._lock:
+            if (lease := self._take_back(ack_id)) is None:
+                return False
+            job = lease.job
+            job.deliveries -= 1
+            heapq.heappush(self._named.ready, job.line_entry())
+            subscribers = [callback for _, callback in self._named.subscribers]
+        self._notify(subscribers)
+        return True
+
     def nack(self, ack_id: str, delay: float) -> bool:
         """Give the job leased under ``ack_id`` back, to be taken again after ``delay`` seconds.
 
@@ -502,6 +555,7 @@ class _QueueBase:
         (``delay <= 0``: now). ``False`` when the lease is unknown, expired, taken over, or
         refused. Works after ``close()``, like ``acknowledge``.
         """
+        self.faults.reach()
         wait = self._delay(delay)
         if self.faults.refuse_nack:
             return False
@@ -522,6 +576,7 @@ class _QueueBase:
         letters beyond this object's ``dead_letter_limit`` and older than its
         ``dead_letter_max_age`` in the same step. Works after ``close()``, like ``acknowledge``.
         """
+        self.faults.reach()
         if self.faults.refuse_dead_letter:
             return False
         with self._lock:
@@ -575,6 +630,7 @@ class _QueueBase:
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetterRecord]:
         """Up to ``limit`` dead letters, oldest first; ``dead_at`` in Unix seconds."""
+        self.faults.reach()
         check(self._subject, "limit", limit)
         with self._lock:
             letters = list(itertools.islice(self._named.dead.values(), limit))
@@ -596,6 +652,7 @@ class _QueueBase:
         take is attempt 1). Unknown keys are ignored. A requeued job gets its dedup id back
         unless another stored job holds it meanwhile. ``0`` once this object is closed.
         """
+        self.faults.reach()
         chosen_keys = check_keys(self._subject, keys)
         with self._lock:
             if self._closed:
@@ -622,6 +679,7 @@ class _QueueBase:
 
     def purge_dead(self) -> int:
         """Delete every dead letter of this name; how many. ``0`` once this object is closed."""
+        self.faults.reach()
         with self._lock:
             if self._closed:
                 return 0
@@ -633,6 +691,7 @@ class _QueueBase:
 
     def __len__(self) -> int:
         """Jobs waiting to be taken (not in flight, not delayed); 0 once this object is closed."""
+        self.faults.reach()
         with self._lock:
             if self._closed:
                 return 0
@@ -641,6 +700,7 @@ class _QueueBase:
 
     def values(self) -> list[bytes]:
         """The waiting jobs in the order they would be taken; ``[]`` once closed."""
+        self.faults.reach()
         with self._lock:
             if self._closed:
                 return []
@@ -653,6 +713,7 @@ class _QueueBase:
 
         Reads the storage, so it keeps working after ``close()``.
         """
+        self.faults.reach()
         with self._lock:
             self._catch_up()
             named = self._named
@@ -671,6 +732,7 @@ class _QueueBase:
 
         Does nothing once closed.
         """
+        self.faults.reach()
         with self._lock:
             if self._closed:
                 return

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
+from varmq.protocols import ILeaseReleasable
 from varmq.testing import FakeWallClock, QueuesHarness
 from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
 
@@ -18,7 +19,8 @@ class TestSqliteqConformance(QueueConformance):
     would have; they share the file and the clock that sqliteq stores deadlines with.
     """
 
-    extensions = ALL_EXTENSIONS
+    # release() is not implemented by this adapter yet.
+    extensions = tuple(e for e in ALL_EXTENSIONS if e is not ILeaseReleasable)
 
     @pytest.fixture(autouse=True)
     def _file(self, tmp_path: Path) -> None:
