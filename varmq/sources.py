@@ -17,6 +17,7 @@ what it hands out. Nobody outside these two modules asks which kind a source is.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from enum import Enum
@@ -30,6 +31,8 @@ from .queues import DeadLetters, DelayedJobs, MemoryPriorityQueue, MemoryQueue
 from .retry import Outcome, Retry, after_failure
 
 __all__ = ["Decode", "MemorySource", "Report", "Source", "Step"]
+
+log = logging.getLogger("varmq.worker")
 
 Decode = Callable[[Any], Any]
 
@@ -103,15 +106,34 @@ class Source:
         # A take that failed makes the source unready until this monotonic time (0: none).
         self.retry_at = 0.0
         self._backoff = 0.0
+        self._failing_since = 0.0
 
     def _take_failed(self, exc: BaseException) -> None:
-        """A take raised: report it and back off (10 ms, doubling up to the poll interval)."""
+        """A take raised: back off (10 ms, doubling up to the poll interval), and report the
+        outage once, when it begins (not at every retry)."""
+        first = self._backoff == 0.0
         self._backoff = min(max(self._backoff * 2, _FIRST_BACKOFF), self._poll)
         self.retry_at = time.monotonic() + self._backoff
-        self._report(FailedToDequeueError(self.label, exc))
+        if first:
+            self._failing_since = time.monotonic()
+            log.warning(
+                "varmq: queue %r: taking jobs failed (%s: %s); retrying every %.2g s at most "
+                "until it works again",
+                self.label,
+                type(exc).__name__,
+                exc,
+                self._poll,
+            )
+            self._report(FailedToDequeueError(self.label, exc))
         self._on_delayed()  # the timer looks again when the back-off ends
 
     def _take_worked(self) -> None:
+        if self._backoff:
+            log.warning(
+                "varmq: queue %r: taking jobs works again after %.1f s",
+                self.label,
+                time.monotonic() - self._failing_since,
+            )
         self._backoff = 0.0
         self.retry_at = 0.0
 

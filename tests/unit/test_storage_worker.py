@@ -244,25 +244,29 @@ def test_undecodable_bytes_are_reported_and_not_acknowledged(workers) -> None:
     assert q.acknowledge(error.ack_id) is True
 
 
-def test_take_errors_back_off_and_are_reported_once_per_step(storage, workers) -> None:
+def test_take_errors_back_off_and_each_outage_is_reported_once(storage, workers) -> None:
     q = storage.new_queue("q")
     assert q.enqueue(b'{"id":"","status":"Created","data":1}')
     q.faults.take_error = ConnectionError("injected")
     ran = threading.Event()
     worker = varmq.new_worker(lambda job: ran.set(), 4, poll_interval=0.2)
     workers.append(worker)
-    worker.with_persistent_queue(q)
+    handle = worker.with_persistent_queue(q)
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline and not ran.is_set():
-        # len() says a job waits while every take fails: still no busy loop.
+        # len() says a job waits while every take fails: the worker keeps trying, backing off.
         assert worker.num_pending == 1
         time.sleep(0.05)
-    reported = errors_of(worker)
-    # Back-off 0.01, 0.02, ... capped at the poll interval: about 10 tries in a second.
-    assert 3 <= len(reported) <= 15, len(reported)
-    assert all(isinstance(e, varmq.FailedToDequeueError) for e in reported)
+    [reported] = errors_of(worker)  # one outage, one report, however many retries
+    worker.errs().get_nowait()
+    assert isinstance(reported, varmq.FailedToDequeueError)
+    assert isinstance(reported.__cause__, ConnectionError)
     q.faults.clear()
     assert ran.wait(WAIT), "the worker did not recover once the storage worked again"
+    q.faults.take_error = ConnectionError("again")
+    assert handle.add(2)
+    [second] = [worker.errs().get(timeout=WAIT)]
+    assert "again" in str(second)
 
 
 def test_running_job_keeps_its_lease_past_the_visibility_timeout(workers) -> None:
