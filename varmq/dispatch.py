@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from . import errors
-from .job import Job
+from .job import LOOP_THREAD, Job
 from .metrics import Metrics
 from .retry import Outcome
 from .sources import Source, Step
@@ -582,6 +582,12 @@ class Dispatcher:
         condition is re-checked at least every poll interval.
         """
         self.check_process()
+        if LOOP_THREAD.dispatch is self:
+            raise RuntimeError(
+                f"varmq: worker {self._name}: a blocking wait from one of its own jobs, or from "
+                "the event loop that runs them, would wait for itself; in async code use the "
+                "*_async waits (await worker.wait_async())"
+            )
         deadline = None if timeout is None else time.monotonic() + timeout
         with self.changed:
             while not predicate():

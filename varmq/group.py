@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import queue
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -44,13 +45,18 @@ _END = object()
 
 
 class Group:
-    """Shared state of the members of one ``add_all``: pending count and outcome stream."""
+    """Shared state of the members of one ``add_all``: pending count and outcome stream.
 
-    __slots__ = ("_done", "_ended", "_lock", "_outcomes", "_pending", "_wants")
+    Coroutines wait on it without a thread: each waiting coroutine leaves a future of its own
+    loop in ``_waiters``, resolved (through its loop) when a member closes.
+    """
+
+    __slots__ = ("_done", "_ended", "_lock", "_outcomes", "_pending", "_waiters", "_wants")
 
     def __init__(self, size: int, wants: str) -> None:
-        # Guards _pending; the outcome stream is a thread-safe queue of its own.
+        # Guards _pending and _waiters; the outcome stream is a thread-safe queue of its own.
         self._lock = threading.Lock()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._pending = size
         self._done = threading.Event()
         # "errs", "results" or "" (plain groups keep no outcomes).
@@ -75,10 +81,52 @@ class Group:
             last = self._pending == 0
         if last:
             self._finish()
+        else:
+            self._wake()
 
     def _finish(self) -> None:
         self._outcomes.put(_END)
         self._done.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        """Resolve the futures of the coroutines waiting for a member (any thread)."""
+        with self._lock:
+            waiting, self._waiters = self._waiters, []
+        for loop, future in waiting:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody to wake
+                loop.call_soon_threadsafe(_resolve, future)
+
+    async def _changed(self) -> None:
+        """Wait, on the running loop, until a member closes (or return at once if all did)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._lock:
+            # An outcome put before this look would have woken nobody: check for one.
+            if self._pending == 0 or not self._outcomes.empty():
+                return
+            self._waiters.append((loop, future))
+        await future
+
+    async def wait_async(self) -> None:
+        """Wait until every member closed, without a thread."""
+        while not self._done.is_set():
+            await self._changed()
+
+    async def outcomes_async(self) -> AsyncIterator[Any]:
+        """:meth:`outcomes` for a coroutine: each outcome given out once, in closing order."""
+        if self._ended:
+            return
+        while True:
+            try:
+                item = self._outcomes.get_nowait()
+            except queue.Empty:
+                await self._changed()
+                continue
+            if item is _END:
+                self._ended = True
+                return
+            yield item
 
     @property
     def pending(self) -> int:
@@ -118,8 +166,8 @@ class EnqueuedGroupJob:
         return self._group.wait(timeout)
 
     def __await__(self) -> Generator[Any, None, None]:
-        loop = asyncio.get_running_loop()
-        yield from loop.run_in_executor(None, self._group.wait, None).__await__()
+        """Wait for every member from asyncio code, without parking a thread."""
+        return self._group.wait_async().__await__()
 
 
 class EnqueuedErrGroupJob(EnqueuedGroupJob):
@@ -131,6 +179,10 @@ class EnqueuedErrGroupJob(EnqueuedGroupJob):
         """Yield each member's exception as it happens; ends when every member closed."""
         return self._group.outcomes()
 
+    def errs_async(self) -> AsyncIterator[BaseException]:
+        """:meth:`errs` as an async iterator: ``async for exc in group.errs_async()``."""
+        return self._group.outcomes_async()
+
 
 class EnqueuedResultGroupJob(EnqueuedGroupJob, Generic[R]):
     """Handle of a result worker's ``add_all``: also every member's outcome."""
@@ -140,3 +192,12 @@ class EnqueuedResultGroupJob(EnqueuedGroupJob, Generic[R]):
     def results(self) -> Iterator[Result[R]]:
         """Yield a :class:`Result` per member that ran, in completion order."""
         return self._group.outcomes()
+
+    def results_async(self) -> AsyncIterator[Result[R]]:
+        """:meth:`results` as an async iterator: ``async for r in group.results_async()``."""
+        return self._group.outcomes_async()
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

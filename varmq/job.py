@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EnqueuedErrJob",
+    "LOOP_THREAD",
     "FailedJob",
     "EnqueuedJob",
     "EnqueuedResultJob",
@@ -135,6 +136,17 @@ class FailedJob:
 
 _Callback = Callable[[], None]
 
+
+class _LoopThread(threading.local):
+    """Which worker's jobs the current thread runs (its event loop, or one of its threads)."""
+
+    dispatch: object = None
+
+
+#: Set in every thread that runs a worker's jobs (and the loop thread that serves them):
+#: a blocking wait there, on that worker or on a job, could wait for itself for ever.
+LOOP_THREAD = _LoopThread()
+
 # Guards the lazy creation of every job's ``cancelled`` event (rare: only on timeouts and when a
 # job function asks for it), so that a job that never needs one pays nothing for it.
 _CANCEL_LOCK = threading.Lock()
@@ -183,9 +195,19 @@ class EnqueuedJob(Job[T]):
         return self._status is JobStatus.CLOSED
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the job is closed; ``False`` if ``timeout`` seconds passed first."""
+        """Block until the job is closed; ``False`` if ``timeout`` seconds passed first.
+
+        On an event loop that runs a worker's jobs, raises ``RuntimeError`` instead of
+        blocking it: ``await job`` there.
+        """
         if self._status is JobStatus.CLOSED:
             return True
+        if LOOP_THREAD.dispatch is not None and _on_a_loop():
+            raise RuntimeError(
+                f"varmq: job {self.id!r}: a blocking wait on an event loop that runs a "
+                "worker's jobs would stop that loop (and could wait for itself); use "
+                "'await job' there"
+            )
         # A held lock that the closing thread releases: the cheapest one-shot signal.
         waiter = threading.Lock()
         waiter.acquire()
@@ -296,6 +318,14 @@ class EnqueuedJob(Job[T]):
     def _wait_or_raise(self, timeout: float | None) -> None:
         if not self.wait(timeout):
             raise TimeoutError(f"job {self.id!r} did not finish within {timeout} s")
+
+
+def _on_a_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dispatch import Dispatcher, Slot
 from .errors import JobTimeoutError
-from .job import Job
+from .job import LOOP_THREAD, Job
 from .retry import Outcome
 from .sources import Source, Step
 from .states import State
@@ -85,6 +85,7 @@ class ThreadRunner:
 
     def _main(self, slot: Slot, parked: bool) -> None:
         dispatch = self._dispatch
+        LOOP_THREAD.dispatch = dispatch  # a blocking wait on this worker here would hang
         finished: tuple[Source, Outcome | None] | None = None
         woken = not parked
         while True:
@@ -235,7 +236,8 @@ class ThreadRunner:
 
 
 class AsyncRunner:
-    """Runs an ``async def`` job function on one event loop thread owned by the worker.
+    """Runs an ``async def`` job function on one event loop: its own thread's, or the loop of
+    the caller of ``Worker.serve()`` (:meth:`host_on`), for one run of the worker.
 
     One dispatch coroutine takes jobs while slots are free and starts a task per job; storage
     calls (takes, acknowledgements) go to a small thread pool so they never block the loop.
@@ -256,13 +258,24 @@ class AsyncRunner:
         self._fn = fn
         self._timeout = timeout
         self._slot = Slot()
+        # The loop that runs jobs now, and the caller's loop for the next start (serve()).
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._host: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None
         self._io: ThreadPoolExecutor | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def host_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Run the jobs of the worker's next start on ``loop`` (the caller's), not a thread."""
+        self._host = loop
+
     def start_locked(self) -> None:
         self._dispatch.thread_added_locked(None)
+        host, self._host = self._host, None
+        if host is not None:  # serve(): on the caller's loop, which is running this call
+            self._prepare(host)
+            host.create_task(self._hosted_dispatch())
+            return
         ready = threading.Event()
         thread = threading.Thread(
             target=self._thread_main, args=(ready,), name=f"varmq:{self._name}:loop", daemon=True
@@ -270,18 +283,33 @@ class AsyncRunner:
         thread.start()
         ready.wait()
 
+    def _prepare(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._wakeup = asyncio.Event()
+        self._io = ThreadPoolExecutor(4, thread_name_prefix=f"varmq:{self._name}:io")
+
+    async def _hosted_dispatch(self) -> None:
+        LOOP_THREAD.dispatch = self._dispatch
+        try:
+            await self._dispatch_loop()
+        finally:
+            LOOP_THREAD.dispatch = None
+            assert self._io is not None
+            self._io.shutdown(wait=False)  # the loop is the caller's: never block it
+
     def spawn(self, n: int) -> None:
         return None  # the one loop thread is started with the worker
 
     def _thread_main(self, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()
-        self._loop = loop
-        self._wakeup = asyncio.Event()
-        self._io = ThreadPoolExecutor(4, thread_name_prefix=f"varmq:{self._name}:io")
+        asyncio.set_event_loop(loop)
+        self._prepare(loop)
+        LOOP_THREAD.dispatch = self._dispatch
         ready.set()
         try:
             loop.run_until_complete(self._dispatch_loop())
         finally:
+            assert self._io is not None
             self._io.shutdown(wait=True)
             loop.close()
 

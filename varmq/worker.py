@@ -9,6 +9,7 @@ stays out of the way of the jobs: :mod:`varmq.dispatch` (state, slots, the step)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import logging
@@ -123,9 +124,9 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._name = name or ""
         self._on_startup = on_startup
         self._on_shutdown = on_shutdown
-        # Clear while on_shutdown runs: a wait for the stop also waits for it.
-        self._shut_down = threading.Event()
-        self._shut_down.set()
+        # True while on_shutdown runs (guarded by the dispatcher's lock): a wait for the stop
+        # also waits for it.
+        self._hook_running = False
         self._error_handler = error_handler
         self._handler_takes_job = check.takes_job(error_handler)
         self._log_failures = log_failures
@@ -233,22 +234,24 @@ class BaseWorker(MemoryBinding[T, H, G]):
             source.worker_stopped()
         if self._on_shutdown is not None:
             # Not under the lock, and not in a thread that runs jobs: a thread of its own.
-            self._shut_down.clear()
+            self._hook_running = True
             threading.Thread(
-                target=self._run_hook,
-                args=("on_shutdown", self._on_shutdown, self._shut_down),
+                target=self._run_shutdown_hook,
+                args=(self._on_shutdown,),
                 name=f"varmq:{self._label}:shutdown",
                 daemon=True,
             ).start()
 
-    def _run_hook(self, which: str, hook: Callable[[], object], done: threading.Event) -> None:
+    def _run_shutdown_hook(self, hook: Callable[[], object]) -> None:
         try:
             hook()
         except Exception as exc:
-            log.exception("varmq: the %s hook of worker %s raised", which, self._label)
+            log.exception("varmq: the on_shutdown hook of worker %s raised", self._label)
             self._report(exc)
         finally:
-            done.set()
+            with self._dispatch.lock:
+                self._hook_running = False
+                self._dispatch.notify_locked()
 
     def _stopped_for(self) -> float | None:
         stopped_at = self._stopped_at
@@ -269,7 +272,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         with dispatch.lock:
             if dispatch.state not in (State.INITIATED, State.STOPPED):
                 raise dispatch.state_error()
-        self._shut_down.wait()  # a restart waits for the last on_shutdown
+        dispatch.wait_for(lambda: not self._hook_running, None)  # the last on_shutdown
         if self._on_startup is not None:
             self._on_startup()
         if self._name:
@@ -331,46 +334,65 @@ class BaseWorker(MemoryBinding[T, H, G]):
         dispatch.spawn_pending()
 
     # -- waits --------------------------------------------------------------------------------
+    #
+    # Each wait is a condition on the dispatcher's state, evaluated under its lock: the blocking
+    # waits sleep on its condition variable, the ``*_async`` ones on futures of the caller's
+    # event loop (never blocking it).
+
+    def _drained_locked(self) -> bool:
+        dispatch = self._dispatch
+        state = dispatch.state
+        if state is State.INITIATED:
+            return True
+        if dispatch.busy_locked() or dispatch.buffer or dispatch.acks_pending():
+            return False
+        return state is not State.ACTIVE or dispatch.queues_empty_locked()
+
+    def _idle_locked(self) -> bool:
+        dispatch = self._dispatch
+        return (
+            dispatch.state is State.ACTIVE
+            and dispatch.busy_locked() == 0
+            and dispatch.queues_empty_locked()
+        )
+
+    def _paused_locked(self) -> bool:
+        return self._dispatch.state is State.PAUSED
+
+    def _stopped_locked(self) -> bool:
+        return self._dispatch.state is State.STOPPED and not self._hook_running
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the queues are drained and nothing runs (paused/stopped: nothing runs)."""
-        dispatch = self._dispatch
-
-        def settled() -> bool:
-            state = dispatch.state
-            if state is State.INITIATED:
-                return True
-            if dispatch.busy_locked() or dispatch.buffer or dispatch.acks_pending():
-                return False
-            return state is not State.ACTIVE or dispatch.queues_empty_locked()
-
-        return dispatch.wait_for(settled, timeout)
+        return self._dispatch.wait_for(self._drained_locked, timeout)
 
     def wait_until_idle(self, timeout: float | None = None) -> bool:
         """Wait until the worker is Idle with empty queues."""
-        dispatch = self._dispatch
-        return dispatch.wait_for(
-            lambda: (
-                dispatch.state is State.ACTIVE
-                and dispatch.busy_locked() == 0
-                and dispatch.queues_empty_locked()
-            ),
-            timeout,
-        )
+        return self._dispatch.wait_for(self._idle_locked, timeout)
 
     def wait_until_paused(self, timeout: float | None = None) -> bool:
         """Wait until the worker is Paused."""
-        dispatch = self._dispatch
-        return dispatch.wait_for(lambda: dispatch.state is State.PAUSED, timeout)
+        return self._dispatch.wait_for(self._paused_locked, timeout)
 
     def wait_until_stopped(self, timeout: float | None = None) -> bool:
         """Wait until the worker is Stopped (and its ``on_shutdown`` hook has returned)."""
-        dispatch = self._dispatch
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if not dispatch.wait_for(lambda: dispatch.state is State.STOPPED, timeout):
-            return False
-        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        return self._shut_down.wait(left)
+        return self._dispatch.wait_for(self._stopped_locked, timeout)
+
+    async def wait_async(self, timeout: float | None = None) -> bool:
+        """:meth:`wait`, without blocking the event loop."""
+        return await self._dispatch.wait_for_async(self._drained_locked, timeout)
+
+    async def wait_until_idle_async(self, timeout: float | None = None) -> bool:
+        """:meth:`wait_until_idle`, without blocking the event loop."""
+        return await self._dispatch.wait_for_async(self._idle_locked, timeout)
+
+    async def wait_until_paused_async(self, timeout: float | None = None) -> bool:
+        """:meth:`wait_until_paused`, without blocking the event loop."""
+        return await self._dispatch.wait_for_async(self._paused_locked, timeout)
+
+    async def wait_until_stopped_async(self, timeout: float | None = None) -> bool:
+        """:meth:`wait_until_stopped`, without blocking the event loop."""
+        return await self._dispatch.wait_for_async(self._stopped_locked, timeout)
 
     def pause_and_wait(self, timeout: float | None = None) -> bool:
         """Pause, then wait until Paused."""
@@ -388,6 +410,20 @@ class BaseWorker(MemoryBinding[T, H, G]):
         """Stop, then wait until Stopped: running jobs finish and acknowledge first."""
         self.stop()
         return self.wait_until_stopped(timeout)
+
+    async def stop_async(self, timeout: float | None = None) -> bool:
+        """Stop, then wait until Stopped, without blocking the event loop.
+
+        Jobs taken ahead of a free slot are handed back to their storage on a thread, since
+        that is storage I/O; ``False`` when ``timeout`` ran out first.
+        """
+        dispatch = self._dispatch
+        dispatch.check_process()
+        with dispatch.lock:
+            handed = dispatch.stop_locked()
+        if handed:
+            await asyncio.get_running_loop().run_in_executor(None, dispatch.hand_back, handed)
+        return await self.wait_until_stopped_async(timeout)
 
     def wait_and_stop(self, timeout: float | None = None) -> bool:
         """Wait for the queues to drain, then stop; ``False`` (not stopped) on timeout."""
@@ -410,6 +446,47 @@ class BaseWorker(MemoryBinding[T, H, G]):
         if exc_type is None:
             self.wait()
         self.stop_and_wait()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Leave an ``async with`` block: drained and stopped (only stopped when it raised)."""
+        if self._dispatch.state is State.INITIATED:
+            return
+        if exc_type is None:
+            await self.wait_async()
+        await self.stop_async()
+
+    async def serve(self) -> None:
+        """Run the worker on the running event loop until it is stopped.
+
+        The worker's ``async def`` jobs run on this loop, so they can use the clients the
+        application created on it (an ``httpx.AsyncClient``, a database pool); plain job
+        functions keep running on the worker's threads. Starts the worker if it is not running
+        (make it with ``auto_run=False``: a worker already running its own loop raises
+        :class:`RunningWorkerError`) and returns once it stopped (``await worker.stop_async()``
+        from elsewhere, or :func:`varmq.run_async`).
+        """
+        dispatch = self._dispatch
+        dispatch.check_process()
+        loop = asyncio.get_running_loop()
+        with dispatch.lock:
+            if dispatch.state not in (State.INITIATED, State.STOPPED):
+                raise RunningWorkerError(
+                    f"worker {self._label} is already running (on its own event loop): make "
+                    "it with auto_run=False to serve it on yours"
+                )
+        runner = dispatch.runner
+        if isinstance(runner, AsyncRunner):
+            runner.host_on(loop)
+        self.start()
+        await self.wait_until_stopped_async()
 
     # -- state and gauges ----------------------------------------------------------------------
 
