@@ -9,12 +9,15 @@ the handle tells the worker's dispatcher (if it has a worker) that work is there
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from . import envelope
 from . import options as check
@@ -42,6 +45,7 @@ __all__ = [
 log = logging.getLogger("varmq")
 
 T = TypeVar("T")
+R = TypeVar("R")
 H = TypeVar("H", bound=EnqueuedJob[Any])
 G = TypeVar("G", bound=EnqueuedGroupJob)
 
@@ -71,6 +75,43 @@ class JobMaker(Generic[H, G]):
     worker: BaseWorker[Any, Any, Any]
     new_job: Callable[[str, Any, Group | None], H]
     new_group: Callable[[int], tuple[Group, Callable[[Group, list[H]], G]]]
+
+
+class _Write(NamedTuple):
+    """One add, checked and encoded: the storage method to call and its arguments."""
+
+    job_id: str
+    wait: float
+    method: str
+    args: tuple[Any, ...]
+
+
+# Runs storage calls for coroutines when the storage has no async variant of its own: a small
+# pool of the library's own, so that producers never use up the application's default one.
+_PRODUCER_THREADS = 8
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()  # guards _pool's creation
+
+
+def _producer_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_PRODUCER_THREADS, thread_name_prefix="varmq:producer")
+        return _pool
+
+
+async def _in_pool(call: Callable[..., R], *args: Any) -> R:
+    return await asyncio.get_running_loop().run_in_executor(_producer_pool(), call, *args)
+
+
+async def _call_async(storage: Any, method: str, *args: Any) -> Any:
+    """``storage.<method>(*args)`` for a coroutine: the storage's own ``<method>_async`` when it
+    has one (``IAsyncEnqueue``), else the blocking call on the library's producer threads."""
+    native = getattr(storage, f"{method.strip('_')}_async", None)
+    if native is not None:
+        return await native(*args)
+    return await _in_pool(getattr(storage, method), *args)
 
 
 def _delay_of(delay: float | None, run_at: datetime | None) -> float:
@@ -241,6 +282,21 @@ class Queue(_MemoryHandle[T, H, G]):
             data, None, _job_id(job_id), _delay_of(delay, run_at), strict, _timeout(timeout)
         )
 
+    async def add_async(
+        self,
+        data: T,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        timeout: float | None = None,
+        strict: bool = False,
+    ) -> H | None:
+        """:meth:`add` for asyncio code (an in-memory add never blocks)."""
+        return self.add(
+            data, job_id=job_id, delay=delay, run_at=run_at, timeout=timeout, strict=strict
+        )
+
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
         """Add several jobs (``Item`` or bare data); a handle tracking them together."""
         return self._add_all(items, False)
@@ -269,6 +325,28 @@ class PriorityQueue(_MemoryHandle[T, H, G]):
             _delay_of(delay, run_at),
             strict,
             _timeout(timeout),
+        )
+
+    async def add_async(
+        self,
+        data: T,
+        priority: int = 0,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        timeout: float | None = None,
+        strict: bool = False,
+    ) -> H | None:
+        """:meth:`add` for asyncio code (an in-memory add never blocks)."""
+        return self.add(
+            data,
+            priority,
+            job_id=job_id,
+            delay=delay,
+            run_at=run_at,
+            timeout=timeout,
+            strict=strict,
         )
 
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
@@ -300,15 +378,15 @@ class _StorageHandle(_Handle, Generic[T]):
         name = getattr(self._storage, "name", None)
         return name if isinstance(name, str) and name else type(self._storage).__name__
 
-    def _add(
+    def _write(
         self,
         data: Any,
         priority: int | None,
         job_id: str | None,
         wait: float,
-        strict: bool,
         timeout: float | None,
-    ) -> bool:
+    ) -> _Write:
+        """Check and encode an add: which storage call to make, and with what."""
         producer = self._producer
         if producer.dispatch is not None:
             producer.dispatch.check_process()
@@ -318,39 +396,100 @@ class _StorageHandle(_Handle, Generic[T]):
         except (TypeError, ValueError) as exc:
             # A programming error, not a storage refusal: say so where the job is added.
             raise type(exc)(f"varmq: queue {self._label!r}: job {job_id!r}: {exc}") from exc
-        storage = self._storage
-        if wait > 0 and not isinstance(storage, IDelayedEnqueue):
-            raise TypeError(f"{type(storage).__name__} cannot delay jobs (no enqueue_delayed)")
+        if wait > 0:
+            if not isinstance(self._storage, IDelayedEnqueue):
+                raise TypeError(
+                    f"{type(self._storage).__name__} cannot delay jobs (no enqueue_delayed)"
+                )
+            return _Write(job_id, wait, "enqueue_delayed", (raw, wait, job_id or None, priority))
+        if job_id and self._dedup:
+            return _Write(job_id, wait, "enqueue_dedup", (raw, job_id, priority))
+        if priority is None:
+            return _Write(job_id, wait, "enqueue", (raw,))
+        return _Write(job_id, wait, "enqueue", (raw, priority))
+
+    def _add(
+        self,
+        data: Any,
+        priority: int | None,
+        job_id: str | None,
+        wait: float,
+        strict: bool,
+        timeout: float | None,
+    ) -> bool:
+        write = self._write(data, priority, job_id, wait, timeout)
         try:
-            if wait > 0:
-                ok = storage.enqueue_delayed(raw, wait, job_id or None, priority)
-            elif job_id and self._dedup:
-                ok = storage.enqueue_dedup(raw, job_id, priority)
-            elif priority is None:
-                ok = storage.enqueue(raw)
-            else:
-                ok = storage.enqueue(raw, priority)
+            ok = bool(getattr(self._storage, write.method)(*write.args))
         except (TypeError, ValueError):
             raise  # the storage refused an argument (a delay beyond its limit): a caller's error
         except Exception as exc:
+            return self._failed(write, exc, strict)
+        return self._stored(write, ok, strict)
+
+    async def _add_async(
+        self,
+        data: Any,
+        priority: int | None,
+        job_id: str | None,
+        wait: float,
+        strict: bool,
+        timeout: float | None,
+    ) -> bool:
+        write = self._write(data, priority, job_id, wait, timeout)
+        try:
+            ok = bool(await _call_async(self._storage, write.method, *write.args))
+        except (TypeError, ValueError):
+            raise
+        except Exception as exc:
+            return self._failed(write, exc, strict)
+        return self._stored(write, ok, strict)
+
+    def _failed(self, write: _Write, exc: Exception, strict: bool) -> bool:
+        if strict:
+            raise EnqueueError(self._label, write.job_id, f"{type(exc).__name__}: {exc}") from exc
+        log.warning("varmq: enqueue to queue %r failed: %r", self._label, exc)
+        return False
+
+    def _stored(self, write: _Write, ok: bool, strict: bool) -> bool:
+        """Account an add the storage answered: tell the worker, or refuse."""
+        if not ok:
             if strict:
-                raise EnqueueError(self._label, job_id, f"{type(exc).__name__}: {exc}") from exc
-            log.warning("varmq: enqueue to queue %r failed: %r", self._label, exc)
+                raise EnqueueError(
+                    self._label,
+                    write.job_id,
+                    "the storage refused it (closed, full or unreachable)",
+                )
             return False
-        if not ok and strict:
-            raise EnqueueError(
-                self._label, job_id, "the storage refused it (closed, full or unreachable)"
-            )
-        dispatch = producer.dispatch
-        if ok and dispatch is not None:
-            if wait > 0:
+        dispatch = self._producer.dispatch
+        if dispatch is not None:
+            if write.wait > 0:
                 dispatch.add_submitted(1)
                 if self._source is not None:
-                    self._source.expect_due(wait)
-                producer.on_delayed()
+                    self._source.expect_due(write.wait)
+                self._producer.on_delayed()
             else:
                 dispatch.signal(1, self._source)
-        return bool(ok)
+        return True
+
+    async def len_async(self) -> int:
+        """``len(handle)`` without blocking the event loop."""
+        return int(await _call_async(self._storage, "__len__"))
+
+    async def purge_async(self) -> None:
+        """:meth:`purge` without blocking the event loop."""
+        await _call_async(self._storage, "purge")
+
+    async def dead_letters_async(self, limit: int = 100) -> list[DeadLetter]:
+        """:meth:`dead_letters` without blocking the event loop."""
+        return await _in_pool(self.dead_letters, limit)
+
+    async def requeue_dead_async(self, keys: Sequence[str] | None = None) -> int:
+        """:meth:`requeue_dead` without blocking the event loop."""
+        return await _in_pool(self.requeue_dead, keys)
+
+    async def purge_dead_async(self) -> int:
+        """:meth:`purge_dead` without blocking the event loop."""
+        return await _in_pool(self.purge_dead)
 
     def _dead_letter_store(self) -> Any:
         if not isinstance(self._storage, IDeadLetterable):
@@ -414,6 +553,22 @@ class _FifoAdd(_StorageHandle[T]):
             data, None, _job_id(job_id), _delay_of(delay, run_at), strict, _timeout(timeout)
         )
 
+    async def add_async(
+        self,
+        data: T,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        timeout: float | None = None,
+        strict: bool = False,
+    ) -> bool:
+        """:meth:`add` without blocking the event loop: the storage's own async call when it
+        has one, else the blocking one on a small pool of the library's threads."""
+        return await self._add_async(
+            data, None, _job_id(job_id), _delay_of(delay, run_at), strict, _timeout(timeout)
+        )
+
 
 class _PriorityAdd(_StorageHandle[T]):
     """``add`` of a priority queue in storage."""
@@ -432,6 +587,27 @@ class _PriorityAdd(_StorageHandle[T]):
         """Store a job with ``priority``; ``False`` when refused (``strict``:
         :class:`~varmq.EnqueueError`). Other arguments as for the FIFO ``add``."""
         return self._add(
+            data,
+            _priority(priority),
+            _job_id(job_id),
+            _delay_of(delay, run_at),
+            strict,
+            _timeout(timeout),
+        )
+
+    async def add_async(
+        self,
+        data: T,
+        priority: int = 0,
+        *,
+        job_id: str | None = None,
+        delay: float | None = None,
+        run_at: datetime | None = None,
+        timeout: float | None = None,
+        strict: bool = False,
+    ) -> bool:
+        """:meth:`add` without blocking the event loop (see the FIFO ``add_async``)."""
+        return await self._add_async(
             data,
             _priority(priority),
             _job_id(job_id),

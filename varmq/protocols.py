@@ -162,6 +162,7 @@ __all__ = [
     "MAX_VISIBILITY_TIMEOUT",
     "DeadLetterRecord",
     "IAcknowledgeable",
+    "IAsyncEnqueue",
     "IBaseQueue",
     "IBatchAcknowledgeable",
     "ICapacitySetter",
@@ -392,6 +393,37 @@ class ILeaseExtendable(Protocol):
         A storage that cannot answer raises instead: the worker then keeps the lease until its
         own deadline for it has passed, and tries again.
         """
+        ...
+
+
+@runtime_checkable
+class IAsyncEnqueue(Protocol):
+    """Adds for coroutines that never block the event loop (an asyncio client, or a thread of
+    the adapter's own that group-commits concurrent adds).
+
+    Same arguments and answers as ``enqueue`` (FIFO queues take no priority), ``enqueue_dedup``
+    and ``enqueue_delayed``. A handle's ``add_async`` uses these when the storage has them, and
+    otherwise runs the blocking call on a small pool of the library's threads.
+    """
+
+    async def enqueue_async(self, item: Any, *priority: int) -> bool:
+        """``enqueue`` for a coroutine."""
+        ...
+
+    async def enqueue_dedup_async(
+        self, item: Any, job_id: str, priority: int | None = None
+    ) -> bool:
+        """``enqueue_dedup`` for a coroutine."""
+        ...
+
+    async def enqueue_delayed_async(
+        self,
+        item: Any,
+        delay: float,
+        job_id: str | None = None,
+        priority: int | None = None,
+    ) -> bool:
+        """``enqueue_delayed`` for a coroutine."""
         ...
 
 

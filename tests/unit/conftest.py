@@ -175,4 +175,10 @@ def _stop_workers(
 
 
 def _varmq_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("varmq:") and t.is_alive()]
+    # The producer pool (add_async on storage without async calls) is the process's own,
+    # kept for reuse; every other varmq thread belongs to a worker and must end with it.
+    return [
+        t.name
+        for t in threading.enumerate()
+        if t.name.startswith("varmq:") and not t.name.startswith("varmq:producer") and t.is_alive()
+    ]

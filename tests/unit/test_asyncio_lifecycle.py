@@ -199,3 +199,53 @@ def test_a_blocking_job_wait_on_the_workers_loop_raises_instead_of_stopping_it()
     assert "use 'await job'" in job.result(WAIT)
     gate.set()
     assert caller.stop_and_wait(WAIT) and worker.stop_and_wait(WAIT)
+
+
+def test_add_async_on_a_storage_without_async_calls_does_not_stall_the_loop() -> None:
+    from varmq.testing import MemoryStorage
+
+    storage = MemoryStorage()
+    slow = storage.new_distributed_queue("jobs")
+    enqueue = slow.enqueue
+
+    def slow_enqueue(item: Any) -> bool:
+        time.sleep(0.02)  # a storage round trip under load, simulated
+        return enqueue(item)
+
+    slow.enqueue = slow_enqueue  # type: ignore[method-assign]
+
+    async def main() -> None:
+        producer = varmq.new_distributed_queue(slow)
+        adds = asyncio.gather(*(producer.add_async({"n": n}) for n in range(40)))
+        results, lag = await _max_lag_while(adds)
+        assert results == [True] * 40
+        assert lag < 0.05, f"the loop was late by {lag:.3f} s"
+        assert await producer.len_async() == 40
+
+    asyncio.run(main())
+
+
+def test_add_async_works_on_every_queue_kind_and_checks_like_add() -> None:
+    from varmq.testing import MemoryStorage
+
+    storage = MemoryStorage()
+
+    async def main() -> None:
+        worker = varmq.new_result_worker(lambda job: job.data, auto_run=False)
+        memory = worker.bind_priority_queue()
+        job = await memory.add_async(3, 1)
+        assert job is not None
+        stored = varmq.new_worker(lambda job: None, auto_run=False).with_persistent_queue(
+            storage.new_queue("p")
+        )
+        assert await stored.add_async({"a": 1}, job_id="x") is True
+        assert await stored.add_async({"a": 1}, job_id="x") is True  # deduplicated
+        assert await stored.len_async() == 1
+        with pytest.raises(TypeError, match="queue 'p': job 'y'"):
+            await stored.add_async({1, 2}, job_id="y")
+        assert await stored.dead_letters_async() == []
+        worker.start()
+        assert await job == 3
+        assert await worker.stop_async(WAIT)
+
+    asyncio.run(main())
