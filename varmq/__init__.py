@@ -38,6 +38,7 @@ from .errors import (
     VarMQError,
     WorkerPausedError,
     WorkerPausingError,
+    WorkerStateError,
     WorkerStoppedError,
     WorkerStoppingError,
 )
