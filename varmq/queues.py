@@ -5,17 +5,20 @@ beside an in-memory queue.
 and ``ICapacitySetter`` from :mod:`varmq.protocols`. They hold whatever they are given (the
 worker gives them its job objects). Storage adapters keep delays and dead letters in their own
 storage; for in-memory queues the worker keeps them in a :class:`DelayedJobs` heap and a
-:class:`DeadLetters` list. Everything here is safe to use from any thread. No I/O here.
+:class:`DeadLetters` list, and records the jobs it took and has not settled in
+:class:`TakenJobs`. Everything here is safe to use from any thread. No I/O here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from .retry import DeadLetter
@@ -23,10 +26,14 @@ from .retry import DeadLetter
 __all__ = [
     "DEAD_LETTER_LIMIT",
     "DEAD_LETTER_MAX_AGE",
+    "GIL",
+    "TAKING",
     "DeadLetters",
     "DelayedJobs",
     "MemoryPriorityQueue",
     "MemoryQueue",
+    "Taker",
+    "TakenJobs",
 ]
 
 DEAD_LETTER_LIMIT = 10_000
@@ -37,8 +44,8 @@ DEAD_LETTER_MAX_AGE = 7 * 24 * 3600.0
 # Sequence numbers stay below this, so a key orders by priority first.
 _SPAN = 1 << 40
 
-# Whether the GIL serialises C-level list operations (False on free-threaded builds).
-_GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
+GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
+"""Whether the GIL serialises C-level operations (False on free-threaded builds)."""
 
 
 class MemoryQueue:
@@ -127,7 +134,7 @@ class MemoryPriorityQueue:
         if self._closed:
             return False
         key = priority * _SPAN + next(self._seq)
-        if self._capacity or not _GIL:
+        if self._capacity or not GIL:
             with self._lock:
                 if self._capacity and len(self._keys) >= self._capacity:
                     return False
@@ -141,7 +148,7 @@ class MemoryPriorityQueue:
     def dequeue(self) -> Any | None:
         """Pop the item with the lowest priority number, or ``None`` when empty."""
         try:
-            if _GIL:
+            if GIL:
                 return self._items.pop(heapq.heappop(self._keys))
             with self._lock:
                 return self._items.pop(heapq.heappop(self._keys))
@@ -255,3 +262,66 @@ class DeadLetters:
 
     def __len__(self) -> int:
         return len(self._letters)
+
+
+TAKING: Any = object()
+"""What a :class:`Taker` holds between its dequeue and its claim."""
+
+
+class Taker:
+    """What one thread taking lock-free from a queue holds: ``job`` is the handle it took last
+    (possibly settled since), :data:`TAKING` from the moment it dequeues until it knows what it
+    took, or ``None``."""
+
+    __slots__ = ("job",)
+
+    def __init__(self) -> None:
+        self.job: Any = None
+
+
+class TakenJobs:
+    """Job handles of one in-memory queue taken from its storage and not settled yet.
+
+    A job is taken in one of two ways, so it is recorded in one of two places:
+
+    - under the worker's dispatcher lock (:meth:`varmq.sources.MemorySource.take_now`): in
+      ``jobs``, a dict used as an ordered set, until it is settled;
+    - by a thread taking lock-free (``ThreadRunner._run_on``): in that thread's :class:`Taker`,
+      registered in ``takers`` while the thread takes this way. Per job the thread sets
+      :data:`TAKING`, then reads ``cutting`` and backs off to the locked path if it is set,
+      then dequeues, claims and stores the handle. Single stores, loads and dict/set
+      operations are atomic under the GIL; without it there is no lock-free path (see
+      ``MemorySource.lock_free_queue``).
+
+    :meth:`frozen` (called with the dispatcher lock held, so no locked take runs) sets
+    ``cutting`` and then waits until no taker holds :data:`TAKING`. A thread either saw
+    ``cutting`` and backed off, or set :data:`TAKING` before ``cutting`` was set and is waited
+    for: either way no job is between the storage and this record while the block runs. A
+    settled job is moved on (delayed, dead) before it is removed from here, so it is never in
+    neither place; a taker keeps its last handle after it settled, so readers skip handles that
+    are closed or found elsewhere.
+    """
+
+    __slots__ = ("cutting", "jobs", "takers")
+
+    def __init__(self) -> None:
+        self.jobs: dict[Any, None] = {}
+        self.takers: set[Taker] = set()
+        self.cutting = False
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[list[Any]]:
+        """Keep lock-free takers off and give every recorded handle, in take order for those
+        taken under the lock. Call with the dispatcher lock held."""
+        self.cutting = True
+        try:
+            while True:
+                held = [taker.job for taker in list(self.takers)]
+                if not any(job is TAKING for job in held):
+                    break
+                # A thread is between its dequeue and its claim, a few bytecodes long: yield
+                # the GIL to it (it never waits for the dispatcher lock we hold).
+                time.sleep(0)
+            yield [*self.jobs, *(job for job in held if job is not None)]
+        finally:
+            self.cutting = False
