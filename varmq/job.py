@@ -14,6 +14,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Generator, Iterable
 from enum import Enum
+from time import time as _wall_clock
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .errors import JobAlreadyClosedError, JobCancelledError, JobProcessingError
@@ -96,6 +97,7 @@ class EnqueuedJob(Job[T]):
 
     __slots__ = (
         "_callbacks",
+        "_enqueued_at",
         "_error",
         "_group",
         "_lock",
@@ -113,6 +115,8 @@ class EnqueuedJob(Job[T]):
         self.attempt = 1
         #: The priority it was added with (priority queues), kept for retries.
         self._priority = 0
+        #: When it was added (Unix time); kept across retries, saved by snapshots.
+        self._enqueued_at = _wall_clock()
         # Guards _status, _value, _error and _callbacks: every status change and the
         # registration of waiters happen under it, so each transition happens once.
         self._lock = threading.Lock()
