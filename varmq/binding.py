@@ -100,9 +100,12 @@ class Binder(Generic[H, G]):
         source = MemorySource(
             storage,
             on_delayed=self._wake_timer,
+            poison_limit=self._poison_limit,
             **self._options(storage, priority, capacity, name, prio),
         )
         self._dispatch.add_source(source)
+        if source.needs_timer():
+            self._wake_timer()  # delayed jobs a queue loaded from a snapshot brought along
         return source
 
     def storage(

@@ -1,4 +1,4 @@
-"""In-memory storage: the FIFO and priority queues, and the delayed jobs and dead letters kept
+"""In-memory storage: the FIFO and priority queues, and the delayed, taken and dead jobs kept
 beside an in-memory queue.
 
 :class:`MemoryQueue` and :class:`MemoryPriorityQueue` implement ``IQueue``/``IPriorityQueue``
@@ -6,7 +6,9 @@ and ``ICapacitySetter`` from :mod:`varmq.protocols`. They hold whatever they are
 worker gives them its job objects). Storage adapters keep delays and dead letters in their own
 storage; for in-memory queues the worker keeps them in a :class:`DelayedJobs` heap and a
 :class:`DeadLetters` list, and records the jobs it took and has not settled in
-:class:`TakenJobs`. Everything here is safe to use from any thread. No I/O here.
+:class:`TakenJobs`. A queue loaded from a snapshot (:mod:`varmq.snapshots`) carries its name,
+retry settings and a :class:`Restored` shelf of delayed jobs and dead letters until it is bound.
+Everything here is safe to use from any thread. No I/O here.
 """
 
 from __future__ import annotations
@@ -18,20 +20,22 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from .retry import DeadLetter
+from .retry import DeadLetter, Retry
 
 __all__ = [
     "DEAD_LETTER_LIMIT",
     "DEAD_LETTER_MAX_AGE",
     "GIL",
-    "TAKING",
     "DeadLetters",
     "DelayedJobs",
     "MemoryPriorityQueue",
     "MemoryQueue",
+    "TAKING",
+    "Restored",
     "Taker",
     "TakenJobs",
 ]
@@ -48,12 +52,54 @@ GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 """Whether the GIL serialises C-level operations (False on free-threaded builds)."""
 
 
-class MemoryQueue:
-    """A FIFO queue in process memory, optionally bounded."""
+@dataclass
+class Restored:
+    """What a queue loaded from a snapshot holds beside its waiting jobs until it is bound: the
+    delayed jobs with their wall-clock (Unix) due times, in due order, and the dead letters as
+    ``(job, error text, dead_at)``, oldest first."""
+
+    delayed: list[tuple[float, Any]] = field(default_factory=list)
+    dead: list[tuple[Any, str, float]] = field(default_factory=list)
+
+
+class _Named:
+    """What both in-memory queues carry besides their items (see :class:`MemoryQueue`)."""
+
+    __slots__ = ("_restored", "name", "poison_limit", "retry")
+
+    def __init__(self, name: str | None) -> None:
+        #: Labels the queue when it is bound without ``name=`` (stats, snapshots).
+        self.name = name
+        #: The retry policy a snapshot saved for this queue (``None``: none); binding does not
+        #: apply it by itself: pass it as ``with_queue(q, retry=q.retry)``.
+        self.retry: Retry | None = None
+        #: The worker's ``poison_limit`` a snapshot saved with this queue (``None``: unknown).
+        self.poison_limit: int | None = None
+        self._restored: Restored | None = None
+
+    def shelve(self, restored: Restored) -> None:
+        """Keep delayed jobs and dead letters read from a snapshot for the worker this queue
+        will be bound to."""
+        self._restored = restored
+
+    def take_restored(self) -> Restored | None:
+        """Hand over (once) the delayed jobs and dead letters loaded with this queue."""
+        restored, self._restored = self._restored, None
+        return restored
+
+
+class MemoryQueue(_Named):
+    """A FIFO queue in process memory, optionally bounded.
+
+    ``name`` labels it when bound without ``name=``. A queue returned by
+    :func:`varmq.load_queues` also has ``retry`` and ``poison_limit`` as saved, and brings its
+    delayed jobs and dead letters along to the worker it is bound to.
+    """
 
     __slots__ = ("_capacity", "_closed", "_items", "_lock")
 
-    def __init__(self, capacity: int = 0) -> None:
+    def __init__(self, capacity: int = 0, *, name: str | None = None) -> None:
+        super().__init__(name)
         self._items: deque[Any] = deque()
         # Serialises the capacity check with the append; plain appends and pops rely on
         # deque's own atomicity.
@@ -101,7 +147,7 @@ class MemoryQueue:
         self._closed = True
 
 
-class MemoryPriorityQueue:
+class MemoryPriorityQueue(_Named):
     """A priority queue in process memory: lower numbers first, FIFO among equals.
 
     A binary heap of integer keys ``priority * 2**40 + sequence`` with the items in a dict by
@@ -112,11 +158,14 @@ class MemoryPriorityQueue:
     and taking therefore need no lock, which keeps producers and the worker's threads from
     convoying on one. Without the GIL (free-threaded builds), and for the capacity check, a
     lock guards both.
+
+    ``name``, ``retry`` and ``poison_limit`` are as for :class:`MemoryQueue`.
     """
 
     __slots__ = ("_capacity", "_closed", "_items", "_keys", "_lock", "_seq")
 
-    def __init__(self, capacity: int = 0) -> None:
+    def __init__(self, capacity: int = 0, *, name: str | None = None) -> None:
+        super().__init__(name)
         self._keys: list[int] = []
         self._items: dict[int, Any] = {}
         # Guards _keys and _items where their operations are not atomic by themselves.
@@ -204,6 +253,19 @@ class DelayedJobs:
         with self._lock:
             return self._heap[0][0] if self._heap else None
 
+    def add_all(self, entries: Iterable[tuple[Any, float]]) -> None:
+        """Hold each ``(job, due)``; jobs with equal due times keep the order given."""
+        with self._lock:
+            for job, due in entries:
+                heapq.heappush(self._heap, (due, next(self._seq), job))
+
+    def entries(self) -> list[tuple[float, Any]]:
+        """The held jobs as ``(due, job)``, in the order they will fall due."""
+        with self._lock:
+            heap = list(self._heap)
+        heap.sort()  # (due, unique sequence, job): the jobs themselves are never compared
+        return [(due, job) for due, _, job in heap]
+
     def __len__(self) -> int:
         return len(self._heap)
 
@@ -226,21 +288,37 @@ class DeadLetters:
 
     def bury(self, job: Any, error: BaseException) -> None:
         """Keep ``job`` as a dead letter; ``job.data``, ``job.id`` and ``job.attempt`` are read."""
-        now = time.time()
-        letter = DeadLetter(
-            key=str(next(self._keys)),
-            id=job.id,
-            data=job.data,
-            attempts=job.attempt,
-            error=f"{type(error).__name__}: {error}",
-            dead_at=now,
-        )
+        self.keep([(job, f"{type(error).__name__}: {error}", time.time())])
+
+    def keep(self, entries: Iterable[tuple[Any, str, float]]) -> None:
+        """Keep each ``(job, error text, dead_at)`` as a dead letter, after those held; then
+        drop the oldest beyond the count and age limits."""
+        letters = [
+            (
+                DeadLetter(
+                    key=str(next(self._keys)),
+                    id=job.id,
+                    data=job.data,
+                    attempts=job.attempt,
+                    error=error,
+                    dead_at=dead_at,
+                ),
+                job,
+            )
+            for job, error, dead_at in entries
+        ]
+        oldest = time.time() - self._max_age
         with self._lock:
-            self._letters.append((letter, job))
+            self._letters.extend(letters)
             while len(self._letters) > self._limit or (
-                self._letters and self._letters[0][0].dead_at < now - self._max_age
+                self._letters and self._letters[0][0].dead_at < oldest
             ):
                 self._letters.popleft()
+
+    def entries(self) -> list[tuple[DeadLetter, Any]]:
+        """Every dead letter with its job, oldest first."""
+        with self._lock:
+            return list(self._letters)
 
     def letters(self, limit: int) -> list[DeadLetter]:
         """Up to ``limit`` dead letters, oldest first."""

@@ -194,16 +194,26 @@ class MemorySource(Source):
 
     Delayed jobs (``add(delay=)`` and retries) wait in :attr:`delayed` until the timer moves them
     into the queue; jobs out of attempts go to :attr:`dead`; job handles taken and not settled
-    are recorded in :attr:`taken`.
+    are recorded in :attr:`taken`. A queue loaded from a snapshot hands its delayed jobs and
+    dead letters over here when it is bound.
     """
 
     taken: TakenJobs
 
-    def __init__(self, storage: Any, **options: Any) -> None:
+    def __init__(self, storage: Any, *, poison_limit: int = 5, **options: Any) -> None:
         super().__init__(storage, **options)
+        #: The worker's poison limit (unused by in-memory jobs, which always decode; saved by
+        #: snapshots with the retry policy).
+        self.poison_limit = poison_limit
         self.delayed = DelayedJobs()
         self.dead = DeadLetters()
         self.taken = TakenJobs()
+        if isinstance(storage, _LOCK_FREE_QUEUES):
+            restored = storage.take_restored()
+            if restored is not None:
+                offset = time.monotonic() - time.time()  # wall-clock due times to monotonic
+                self.delayed.add_all((job, due + offset) for due, job in restored.delayed)
+                self.dead.keep(restored.dead)
 
     def ready_locked(self, now: float) -> bool:
         return len(self.storage) > 0
