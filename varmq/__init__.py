@@ -33,6 +33,7 @@ from .errors import (
     LeaseLostError,
     NotRunningWorkerError,
     ParseJobError,
+    PersistenceError,
     RunningWorkerError,
     SameConcurrencyError,
     VarMQError,
@@ -65,6 +66,7 @@ from .protocols import IDistributedPriorityQueue, IDistributedQueue
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .registry import get_worker, workers
 from .retry import DeadLetter, NoRetry, Retry
+from .snapshots import load_queues, save_queues
 from .states import Status
 from .strategies import Strategy
 from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
@@ -98,6 +100,7 @@ __all__ = [
     "NoRetry",
     "NotRunningWorkerError",
     "ParseJobError",
+    "PersistenceError",
     "PersistentPriorityQueue",
     "PersistentQueue",
     "PriorityQueue",
@@ -120,12 +123,14 @@ __all__ = [
     "err_func",
     "func",
     "get_worker",
+    "load_queues",
     "new_distributed_priority_queue",
     "new_distributed_queue",
     "new_err_worker",
     "new_result_worker",
     "new_worker",
     "result_func",
+    "save_queues",
     "workers",
 ]
 

@@ -186,10 +186,10 @@ class MemoryBinding(Generic[T, H, G]):
         name: str | None = None,
         retry: Retry | None = None,
     ) -> Queue[T, H, G]:
-        """Bind the caller's FIFO storage.
+        """Bind the caller's FIFO storage, e.g. a queue from :func:`varmq.load_queues`.
 
         ``retry`` is this queue's retry policy, in place of the worker's ``retry=`` (``None``:
-        the worker's).
+        the worker's). A loaded queue's delayed jobs and dead letters come along.
         """
         require(q, IQueue, "with_queue")
         binder = self._binder
