@@ -144,18 +144,17 @@ class ThreadRunner:
                 if item is None:
                     break
                 try:
-                    claimed: bool | None = item._claim()
-                except AttributeError:  # not a job handle
-                    claimed = None
-                taker.job = item if claimed else None
-                if claimed is None:  # what the locked take would do
+                    claimed = item._claim()
+                except AttributeError:  # not a job handle: what the locked take would do
+                    taker.job = None
                     job = source.runnable(item)
                     if job is None:
                         continue
-                elif claimed:
-                    job = item
                 else:
-                    continue  # cancelled while it waited
+                    if not claimed:
+                        taker.job = None
+                        continue  # cancelled while it waited
+                    taker.job = job = item
                 if tally is None:
                     tally = [0, 0, 0, 0]
                 tally[finished[1]] += 1

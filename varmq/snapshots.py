@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 import time
 from collections.abc import Iterable
@@ -161,7 +160,7 @@ def _write_atomically(target: str, data: bytes) -> None:
     takes the permission bits of the file it replaces (else the umask's).
     """
     directory, name = os.path.split(os.path.abspath(target))
-    temporary = os.path.join(directory, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    temporary = os.path.join(directory, f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     fd = os.open(temporary, flags, 0o666)
     try:

@@ -208,6 +208,7 @@ class MemorySource(Source):
         self.delayed = DelayedJobs()
         self.dead = DeadLetters()
         self.taken = TakenJobs()
+        self._taken_jobs = self.taken.jobs  # one attribute less per settled job
         if isinstance(storage, _LOCK_FREE_QUEUES):
             restored = storage.take_restored()
             if restored is not None:
@@ -232,7 +233,7 @@ class MemorySource(Source):
             if job is not None:
                 self.running += 1
                 if job is item:
-                    self.taken.jobs[job] = None
+                    self._taken_jobs[job] = None
                 return job
 
     def runnable(self, item: Any) -> Job[Any] | None:
@@ -282,13 +283,13 @@ class MemorySource(Source):
             elif outcome is Outcome.RETRIED:
                 job._back_to_queue()
                 self.delayed.add(job, time.monotonic() + delay)
-                self.taken.jobs.pop(job, None)  # only once it is among the delayed
+                self._taken_jobs.pop(job, None)  # only once it is among the delayed
                 self._on_delayed()
                 return outcome
             elif outcome is Outcome.DEAD:
                 self.dead.bury(job, error)
         job._complete(value, error)
-        self.taken.jobs.pop(job, None)
+        self._taken_jobs.pop(job, None)
         return outcome
 
     def needs_timer(self) -> bool:
