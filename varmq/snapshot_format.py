@@ -136,7 +136,8 @@ _Parts = tuple[
 def _queue_parts(cut: Cut, refuse: Refusal) -> _Parts:
     """The header and the records of one queue, checked."""
     limit = _digit_limit()
-    bound = 10**limit
+    high = 10**limit  # a priority strictly between low and high has at most `limit` digits
+    low = -high  # computed once: negating a 4,300-digit number per job is not free
     seen: set[str] = set()
 
     def checked(job: EnqueuedJob[Any], section: str, index: int) -> tuple[str, int]:
@@ -153,7 +154,7 @@ def _queue_parts(cut: Cut, refuse: Refusal) -> _Parts:
                     job_id,
                     f"{section}[{index}]",
                 )
-        if not -bound < priority < bound:
+        if not low < priority < high:
             refuse(
                 f"its priority has more than {limit:,} digits, longer than Python writes as text",
                 cut.name,
