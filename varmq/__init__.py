@@ -36,6 +36,7 @@ from .errors import (
     LeaseLostError,
     NotRunningWorkerError,
     ParseJobError,
+    PersistenceError,
     RunningWorkerError,
     SameConcurrencyError,
     VarMQError,
@@ -69,6 +70,7 @@ from .queues import MemoryPriorityQueue, MemoryQueue
 from .registry import get_worker, workers
 from .retry import DeadLetter, NoRetry, Retry
 from .service import run, run_async
+from .snapshots import load_queues, save_queues
 from .states import Status
 from .strategies import Strategy
 from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
@@ -107,6 +109,7 @@ __all__ = [
     "NoRetry",
     "NotRunningWorkerError",
     "ParseJobError",
+    "PersistenceError",
     "PersistentPriorityQueue",
     "PersistentQueue",
     "PriorityQueue",
@@ -129,6 +132,7 @@ __all__ = [
     "err_func",
     "func",
     "get_worker",
+    "load_queues",
     "new_distributed_priority_queue",
     "new_distributed_queue",
     "new_err_worker",
@@ -137,6 +141,7 @@ __all__ = [
     "result_func",
     "run",
     "run_async",
+    "save_queues",
     "workers",
 ]
 

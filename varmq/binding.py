@@ -97,15 +97,27 @@ class Binder(Generic[H, G]):
         }
 
     def memory(
-        self, storage: Any, *, priority: int | None, capacity: int, name: str | None, prio: bool
+        self,
+        storage: Any,
+        *,
+        priority: int | None,
+        capacity: int,
+        name: str | None,
+        prio: bool,
+        retry: Retry | None,
     ) -> MemorySource:
         """Bind in-memory storage: its source, added to the dispatcher."""
+        options = self._options(storage, priority, capacity, name, prio)
+        if retry is not None:
+            if not isinstance(retry, Retry):
+                raise TypeError(f"retry must be a varmq.Retry or None, got {type(retry).__name__}")
+            options["retry"] = retry  # the queue's own policy, in place of the worker's
         source = MemorySource(
-            storage,
-            on_delayed=self._wake_timer,
-            **self._options(storage, priority, capacity, name, prio),
+            storage, on_delayed=self._wake_timer, poison_limit=self._poison_limit, **options
         )
         self._dispatch.add_source(source)
+        if source.needs_timer():
+            self._wake_timer()  # delayed jobs a queue loaded from a snapshot brought along
         return source
 
     def storage(
@@ -140,17 +152,32 @@ class MemoryBinding(Generic[T, H, G]):
     _binder: Binder[H, G]
 
     def bind_queue(
-        self, *, priority: int | None = None, capacity: int = 0, name: str | None = None
+        self,
+        *,
+        priority: int | None = None,
+        capacity: int = 0,
+        name: str | None = None,
+        retry: Retry | None = None,
     ) -> Queue[T, H, G]:
-        """Bind a new in-memory FIFO queue (``name`` labels it in stats)."""
-        return self.with_queue(MemoryQueue(), priority=priority, capacity=capacity, name=name)
+        """Bind a new in-memory FIFO queue (``name`` labels it in stats).
+
+        ``retry`` is this queue's retry policy, in place of the worker's ``retry=``.
+        """
+        return self.with_queue(
+            MemoryQueue(), priority=priority, capacity=capacity, name=name, retry=retry
+        )
 
     def bind_priority_queue(
-        self, *, priority: int | None = None, capacity: int = 0, name: str | None = None
+        self,
+        *,
+        priority: int | None = None,
+        capacity: int = 0,
+        name: str | None = None,
+        retry: Retry | None = None,
     ) -> PriorityQueue[T, H, G]:
         """Bind a new in-memory priority queue (lower number first, FIFO among equals)."""
         return self.with_priority_queue(
-            MemoryPriorityQueue(), priority=priority, capacity=capacity, name=name
+            MemoryPriorityQueue(), priority=priority, capacity=capacity, name=name, retry=retry
         )
 
     def with_queue(
@@ -160,11 +187,18 @@ class MemoryBinding(Generic[T, H, G]):
         priority: int | None = None,
         capacity: int = 0,
         name: str | None = None,
+        retry: Retry | None = None,
     ) -> Queue[T, H, G]:
-        """Bind the caller's FIFO storage."""
+        """Bind the caller's FIFO storage, e.g. a queue from :func:`varmq.load_queues`.
+
+        ``retry`` is this queue's retry policy, in place of the worker's ``retry=`` (``None``:
+        the worker's). A loaded queue's delayed jobs and dead letters come along.
+        """
         require(q, IQueue, "with_queue")
         binder = self._binder
-        source = binder.memory(q, priority=priority, capacity=capacity, name=name, prio=False)
+        source = binder.memory(
+            q, priority=priority, capacity=capacity, name=name, prio=False, retry=retry
+        )
         return Queue(q, capacity, source, binder.producer, binder.jobs)
 
     def with_priority_queue(
@@ -174,11 +208,14 @@ class MemoryBinding(Generic[T, H, G]):
         priority: int | None = None,
         capacity: int = 0,
         name: str | None = None,
+        retry: Retry | None = None,
     ) -> PriorityQueue[T, H, G]:
-        """Bind the caller's priority storage."""
+        """Bind the caller's priority storage; ``retry`` as for :meth:`with_queue`."""
         require(q, IPriorityQueue, "with_priority_queue")
         binder = self._binder
-        source = binder.memory(q, priority=priority, capacity=capacity, name=name, prio=True)
+        source = binder.memory(
+            q, priority=priority, capacity=capacity, name=name, prio=True, retry=retry
+        )
         return PriorityQueue(q, capacity, source, binder.producer, binder.jobs)
 
 

@@ -1,7 +1,8 @@
 """Every exception varmq raises or reports, rooted at :class:`VarMQError`.
 
 State errors are raised by the worker's control methods; storage-path errors are not raised to
-the caller but reported through ``Worker.errs()`` and the ``error_handler``.
+the caller but reported through ``Worker.errs()`` and the ``error_handler``; snapshot errors are
+raised by ``save_queues`` and ``load_queues``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ __all__ = [
     "LeaseLostError",
     "NotRunningWorkerError",
     "ParseJobError",
+    "PersistenceError",
     "RunningWorkerError",
     "SameConcurrencyError",
     "VarMQError",
@@ -209,3 +211,22 @@ class LeaseLostError(VarMQError):
         super().__init__(f"lease lost for job {job_id!r} (ack id {ack_id!r}); it may run twice")
         self.job_id = job_id
         self.ack_id = ack_id
+
+
+# Snapshot errors: raised by save_queues and load_queues.
+
+
+class PersistenceError(VarMQError):
+    """A snapshot file was refused: it cannot be loaded, or the queues cannot be saved to it.
+
+    Nothing was written: the file on disk, if any, is as it was. ``path`` names the file,
+    ``queue`` and ``job_id`` the queue and job concerned where there is one (``None`` if not).
+    """
+
+    def __init__(
+        self, message: str, *, path: str, queue: str | None = None, job_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.queue = queue
+        self.job_id = job_id

@@ -245,10 +245,12 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
     def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
         """Run dead letters again as new jobs (all when ``keys`` is ``None``); how many."""
         requeued = 0
-        for old in self._source.dead.take(None if keys is None else set(keys)):
-            job = self._jobs.new_job(old.id, old.data, None)
-            if self._offer(job, old._priority, 0.0):
-                requeued += 1
+        # Under the dispatcher's lock, a snapshot sees each letter either dead or requeued.
+        with self._dispatch.lock:
+            for old in self._source.dead.take(None if keys is None else set(keys)):
+                job = self._jobs.new_job(old.id, old.data, None)
+                if self._offer(job, old._priority, 0.0):
+                    requeued += 1
         if requeued:
             self._dispatch.signal(0)
         return requeued

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from time import time as _wall_clock
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .errors import JobAlreadyClosedError, JobCancelledError, JobProcessingError
@@ -157,6 +158,7 @@ class EnqueuedJob(Job[T]):
 
     __slots__ = (
         "_callbacks",
+        "_enqueued_at",
         "_error",
         "_group",
         "_lock",
@@ -176,6 +178,8 @@ class EnqueuedJob(Job[T]):
         self._halt = None
         #: The priority it was added with (priority queues), kept for retries.
         self._priority = 0
+        #: When it was added (Unix time); kept across retries, saved by snapshots.
+        self._enqueued_at = _wall_clock()
         # Guards _status, _value, _error and _callbacks: every status change and the
         # registration of waiters happen under it, so each transition happens once.
         self._lock = threading.Lock()

@@ -1,47 +1,100 @@
-"""In-memory storage: the FIFO and priority queues, and the delayed jobs and dead letters kept
+"""In-memory storage: the FIFO and priority queues, and the delayed, taken and dead jobs kept
 beside an in-memory queue.
 
 :class:`MemoryQueue` and :class:`MemoryPriorityQueue` implement ``IQueue``/``IPriorityQueue``
 and ``ICapacitySetter`` from :mod:`varmq.protocols`. They hold whatever they are given (the
 worker gives them its job objects). Storage adapters keep delays and dead letters in their own
 storage; for in-memory queues the worker keeps them in a :class:`DelayedJobs` heap and a
-:class:`DeadLetters` list. Everything here is safe to use from any thread. No I/O here.
+:class:`DeadLetters` list, and records the jobs it took and has not settled in
+:class:`TakenJobs`. A queue loaded from a snapshot (:mod:`varmq.snapshots`) carries its name,
+retry settings and a :class:`Restored` shelf of delayed jobs and dead letters until it is bound.
+Everything here is safe to use from any thread. No I/O here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from .protocols import DEFAULT_DEAD_LETTER_LIMIT, DEFAULT_DEAD_LETTER_MAX_AGE
-from .retry import DeadLetter, failure_text
+from .retry import DeadLetter, Retry, failure_text
 
 __all__ = [
+    "GIL",
     "DeadLetters",
     "DelayedJobs",
     "MemoryPriorityQueue",
     "MemoryQueue",
+    "TAKING",
+    "Restored",
+    "Taker",
+    "TakenJobs",
 ]
 
 
 # Sequence numbers stay below this, so a key orders by priority first.
 _SPAN = 1 << 40
 
-# Whether the GIL serialises C-level list operations (False on free-threaded builds).
-_GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
+GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
+"""Whether the GIL serialises C-level operations (False on free-threaded builds)."""
 
 
-class MemoryQueue:
-    """A FIFO queue in process memory, optionally bounded."""
+@dataclass
+class Restored:
+    """What a queue loaded from a snapshot holds beside its waiting jobs until it is bound: the
+    delayed jobs with their wall-clock (Unix) due times, in due order, and the dead letters as
+    ``(job, error text, dead_at)``, oldest first."""
+
+    delayed: list[tuple[float, Any]] = field(default_factory=list)
+    dead: list[tuple[Any, str, float]] = field(default_factory=list)
+
+
+class _Named:
+    """What both in-memory queues carry besides their items (see :class:`MemoryQueue`)."""
+
+    __slots__ = ("_restored", "name", "poison_limit", "retry")
+
+    def __init__(self, name: str | None) -> None:
+        #: Labels the queue when it is bound without ``name=`` (stats, snapshots).
+        self.name = name
+        #: The retry policy a snapshot saved for this queue (``None``: none); binding does not
+        #: apply it by itself: pass it as ``with_queue(q, retry=q.retry)``.
+        self.retry: Retry | None = None
+        #: The worker's ``poison_limit`` a snapshot saved with this queue (``None``: unknown).
+        self.poison_limit: int | None = None
+        self._restored: Restored | None = None
+
+    def shelve(self, restored: Restored) -> None:
+        """Keep delayed jobs and dead letters read from a snapshot for the worker this queue
+        will be bound to."""
+        self._restored = restored
+
+    def take_restored(self) -> Restored | None:
+        """Hand over (once) the delayed jobs and dead letters loaded with this queue."""
+        restored, self._restored = self._restored, None
+        return restored
+
+
+class MemoryQueue(_Named):
+    """A FIFO queue in process memory, optionally bounded.
+
+    ``name`` labels it when bound without ``name=``. A queue returned by
+    :func:`varmq.load_queues` also has ``retry`` and ``poison_limit`` as saved, and brings its
+    delayed jobs and dead letters along to the worker it is bound to.
+    """
 
     __slots__ = ("_capacity", "_closed", "_items", "_lock")
 
-    def __init__(self, capacity: int = 0) -> None:
+    def __init__(self, capacity: int = 0, *, name: str | None = None) -> None:
+        super().__init__(name)
         self._items: deque[Any] = deque()
         # Serialises the capacity check with the append; plain appends and pops rely on
         # deque's own atomicity.
@@ -89,7 +142,7 @@ class MemoryQueue:
         self._closed = True
 
 
-class MemoryPriorityQueue:
+class MemoryPriorityQueue(_Named):
     """A priority queue in process memory: lower numbers first, FIFO among equals.
 
     A binary heap of integer keys ``priority * 2**40 + sequence`` with the items in a dict by
@@ -100,11 +153,14 @@ class MemoryPriorityQueue:
     and taking therefore need no lock, which keeps producers and the worker's threads from
     convoying on one. Without the GIL (free-threaded builds), and for the capacity check, a
     lock guards both.
+
+    ``name``, ``retry`` and ``poison_limit`` are as for :class:`MemoryQueue`.
     """
 
     __slots__ = ("_capacity", "_closed", "_items", "_keys", "_lock", "_seq")
 
-    def __init__(self, capacity: int = 0) -> None:
+    def __init__(self, capacity: int = 0, *, name: str | None = None) -> None:
+        super().__init__(name)
         self._keys: list[int] = []
         self._items: dict[int, Any] = {}
         # Guards _keys and _items where their operations are not atomic by themselves.
@@ -122,7 +178,7 @@ class MemoryPriorityQueue:
         if self._closed:
             return False
         key = priority * _SPAN + next(self._seq)
-        if self._capacity or not _GIL:
+        if self._capacity or not GIL:
             with self._lock:
                 if self._capacity and len(self._keys) >= self._capacity:
                     return False
@@ -136,7 +192,7 @@ class MemoryPriorityQueue:
     def dequeue(self) -> Any | None:
         """Pop the item with the lowest priority number, or ``None`` when empty."""
         try:
-            if _GIL:
+            if GIL:
                 return self._items.pop(heapq.heappop(self._keys))
             with self._lock:
                 return self._items.pop(heapq.heappop(self._keys))
@@ -192,6 +248,19 @@ class DelayedJobs:
         with self._lock:
             return self._heap[0][0] if self._heap else None
 
+    def add_all(self, entries: Iterable[tuple[Any, float]]) -> None:
+        """Hold each ``(job, due)``; jobs with equal due times keep the order given."""
+        with self._lock:
+            for job, due in entries:
+                heapq.heappush(self._heap, (due, next(self._seq), job))
+
+    def entries(self) -> list[tuple[float, Any]]:
+        """The held jobs as ``(due, job)``, in the order they will fall due."""
+        with self._lock:
+            heap = list(self._heap)
+        heap.sort()  # (due, unique sequence, job): the jobs themselves are never compared
+        return [(due, job) for due, _, job in heap]
+
     def __len__(self) -> int:
         return len(self._heap)
 
@@ -216,21 +285,37 @@ class DeadLetters:
 
     def bury(self, job: Any, error: BaseException) -> None:
         """Keep ``job`` as a dead letter; ``job.data``, ``job.id`` and ``job.attempt`` are read."""
-        now = time.time()
-        letter = DeadLetter(
-            key=str(next(self._keys)),
-            id=job.id,
-            data=job.data,
-            attempts=job.attempt,
-            error=failure_text(error),
-            dead_at=now,
-        )
+        self.keep([(job, failure_text(error), time.time())])
+
+    def keep(self, entries: Iterable[tuple[Any, str, float]]) -> None:
+        """Keep each ``(job, error text, dead_at)`` as a dead letter, after those held; then
+        drop the oldest beyond the count and age limits."""
+        letters = [
+            (
+                DeadLetter(
+                    key=str(next(self._keys)),
+                    id=job.id,
+                    data=job.data,
+                    attempts=job.attempt,
+                    error=error,
+                    dead_at=dead_at,
+                ),
+                job,
+            )
+            for job, error, dead_at in entries
+        ]
+        oldest = time.time() - self._max_age
         with self._lock:
-            self._letters.append((letter, job))
+            self._letters.extend(letters)
             while len(self._letters) > self._limit or (
-                self._letters and self._letters[0][0].dead_at < now - self._max_age
+                self._letters and self._letters[0][0].dead_at < oldest
             ):
                 self._letters.popleft()
+
+    def entries(self) -> list[tuple[DeadLetter, Any]]:
+        """Every dead letter with its job, oldest first."""
+        with self._lock:
+            return list(self._letters)
 
     def letters(self, limit: int) -> list[DeadLetter]:
         """Up to ``limit`` dead letters, oldest first."""
@@ -252,3 +337,66 @@ class DeadLetters:
 
     def __len__(self) -> int:
         return len(self._letters)
+
+
+TAKING: Any = object()
+"""What a :class:`Taker` holds between its dequeue and its claim."""
+
+
+class Taker:
+    """What one thread taking lock-free from a queue holds: ``job`` is the handle it took last
+    (possibly settled since), :data:`TAKING` from the moment it dequeues until it knows what it
+    took, or ``None``."""
+
+    __slots__ = ("job",)
+
+    def __init__(self) -> None:
+        self.job: Any = None
+
+
+class TakenJobs:
+    """Job handles of one in-memory queue taken from its storage and not settled yet.
+
+    A job is taken in one of two ways, so it is recorded in one of two places:
+
+    - under the worker's dispatcher lock (:meth:`varmq.sources.MemorySource.take_now`): in
+      ``jobs``, a dict used as an ordered set, until it is settled;
+    - by a thread taking lock-free (``ThreadRunner._run_on``): in that thread's :class:`Taker`,
+      registered in ``takers`` while the thread takes this way. Per job the thread sets
+      :data:`TAKING`, then reads ``cutting`` and backs off to the locked path if it is set,
+      then dequeues, claims and stores the handle. Single stores, loads and dict/set
+      operations are atomic under the GIL; without it there is no lock-free path (see
+      ``MemorySource.lock_free_queue``).
+
+    :meth:`frozen` (called with the dispatcher lock held, so no locked take runs) sets
+    ``cutting`` and then waits until no taker holds :data:`TAKING`. A thread either saw
+    ``cutting`` and backed off, or set :data:`TAKING` before ``cutting`` was set and is waited
+    for: either way no job is between the storage and this record while the block runs. A
+    settled job is moved on (delayed, dead) before it is removed from here, so it is never in
+    neither place; a taker keeps its last handle after it settled, so readers skip handles that
+    are closed or found elsewhere.
+    """
+
+    __slots__ = ("cutting", "jobs", "takers")
+
+    def __init__(self) -> None:
+        self.jobs: dict[Any, None] = {}
+        self.takers: set[Taker] = set()
+        self.cutting = False
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[list[Any]]:
+        """Keep lock-free takers off and give every recorded handle, in take order for those
+        taken under the lock. Call with the dispatcher lock held."""
+        self.cutting = True
+        try:
+            while True:
+                held = [taker.job for taker in list(self.takers)]
+                if not any(job is TAKING for job in held):
+                    break
+                # A thread is between its dequeue and its claim, a few bytecodes long: yield
+                # the GIL to it (it never waits for the dispatcher lock we hold).
+                time.sleep(0)
+            yield [*self.jobs, *(job for job in held if job is not None)]
+        finally:
+            self.cutting = False

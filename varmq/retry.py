@@ -9,13 +9,24 @@ queue's own kind then applies it (acknowledge, hand back, dead-letter) in
 
 from __future__ import annotations
 
+import math
 import random
+import sys
 import traceback
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-__all__ = ["DeadLetter", "NoRetry", "Outcome", "Retry", "after_failure", "failure_text"]
+__all__ = [
+    "DeadLetter",
+    "NoRetry",
+    "Outcome",
+    "Retry",
+    "after_failure",
+    "failure_text",
+    "retry_from_json",
+    "retry_to_json",
+]
 
 # Longest error text a dead letter keeps; longer tracebacks keep their start and their end.
 _TEXT_LIMIT = 16_384
@@ -84,6 +95,78 @@ class Retry:
         if self.jitter:
             wait = random.uniform(wait / 2, wait)
         return wait
+
+
+def retry_to_json(policy: Retry) -> dict[str, Any]:
+    """``policy`` as plain JSON values; ``non_retryable`` as ``"module:QualifiedName"`` names.
+
+    Raises ``ValueError`` for what JSON cannot hold (an infinite delay) or a name cannot find
+    again (a class defined inside a function).
+    """
+    numbers = {
+        "backoff": policy.backoff,
+        "multiplier": policy.multiplier,
+        "max_delay": policy.max_delay,
+    }
+    for name, value in numbers.items():
+        if not math.isfinite(value):
+            raise ValueError(f"{name}={value!r} is not a number JSON can hold")
+    names = []
+    for cls in policy.non_retryable:
+        name = f"{cls.__module__}:{cls.__qualname__}"
+        if _exception_class(name) is not cls:
+            raise ValueError(f"non-retryable {cls.__qualname__} cannot be found by its name")
+        names.append(name)
+    return {
+        "max_attempts": policy.max_attempts,
+        **numbers,
+        "jitter": policy.jitter,
+        "non_retryable": names,
+    }
+
+
+def retry_from_json(obj: Any) -> Retry:
+    """The policy :func:`retry_to_json` gave ``obj`` for; ``ValueError`` saying what is wrong.
+
+    A non-retryable class is looked up in the modules already imported: nothing is imported
+    (JSON never makes code run), so import the module that defines it first.
+    """
+    if type(obj) is not dict:
+        raise ValueError(f"{obj!r} is not an object")
+    numbers: dict[str, Any] = {}
+    for name in ("max_attempts", "backoff", "multiplier", "max_delay"):
+        value: Any = obj.get(name)
+        if type(value) not in (int, float) or not math.isfinite(value):
+            raise ValueError(f"{name} is {value!r}, not a number")
+        numbers[name] = value
+    if type(numbers["max_attempts"]) is not int:
+        raise ValueError(f"max_attempts is {numbers['max_attempts']!r}, not a whole number")
+    jitter = obj.get("jitter")
+    if type(jitter) is not bool:
+        raise ValueError(f"jitter is {jitter!r}, not true or false")
+    names = obj.get("non_retryable", [])
+    if type(names) is not list or not all(type(name) is str for name in names):
+        raise ValueError(f"non_retryable is {names!r}, not a list of names")
+    classes = []
+    for name in names:
+        cls = _exception_class(name)
+        if cls is None:
+            module = name.partition(":")[0]
+            raise ValueError(f"non-retryable {name!r} is not loaded: import {module} first")
+        classes.append(cls)
+    return Retry(**numbers, jitter=jitter, non_retryable=tuple(classes))
+
+
+def _exception_class(name: str) -> type[BaseException] | None:
+    """The exception class ``"module:QualifiedName"`` in a module already imported, else
+    ``None``."""
+    module_name, _, qualname = name.partition(":")
+    found: Any = sys.modules.get(module_name)
+    for part in qualname.split(".") if qualname else ():
+        found = getattr(found, part, None)
+    if isinstance(found, type) and issubclass(found, BaseException):
+        return found
+    return None
 
 
 def after_failure(

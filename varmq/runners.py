@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .dispatch import Dispatcher, Slot
 from .errors import JobTimeoutError
 from .job import LOOP_THREAD, Job
+from .queues import TAKING, Taker
 from .retry import Outcome
 from .sources import Source, Step
 from .states import State
@@ -138,40 +139,57 @@ class ThreadRunner:
         the job's lock, and the slot simply passes from one job to the next. The outcomes
         are tallied here and counted when the thread next takes the lock. Reading the state
         without the lock is safe: the slot is still held, so a pause or stop waits for it.
+        The handle taken is kept in this thread's :class:`~varmq.queues.Taker`, where a
+        snapshot finds it (see :class:`~varmq.queues.TakenJobs`).
         """
         dispatch = self._dispatch
         fast = dispatch.fast
         tally: list[int] | None = None
-        while (
-            fast is not None
-            and finished[1] is not None
-            and fast[0] is finished[0]
-            and dispatch.state is State.ACTIVE
-            and dispatch.in_flight <= dispatch.concurrency
-        ):
-            source, queue = fast
-            item = queue.dequeue()
-            if item is None:
-                break
-            try:
-                if not item._claim():
-                    continue  # cancelled while it waited
-                job = item
-            except AttributeError:  # not a job handle: what the locked take would do
-                job = source.runnable(item)
-                if job is None:
-                    continue
-            if tally is None:
-                tally = [0, 0, 0, 0]
-            tally[finished[1]] += 1
-            if dispatch.idle and dispatch.waking == 0 and len(queue):
-                with dispatch.lock:
-                    dispatch.wake_locked()
-                    spawns = dispatch.take_spawns_locked()
-                if spawns:
-                    self.spawn(spawns)
-            finished = source, self._run(source, job)
-            fast = dispatch.fast
+        taken = finished[0].taken
+        if fast is None or taken is None:
+            return finished, None
+        taker = Taker()
+        taken.takers.add(taker)
+        try:
+            while (
+                fast is not None
+                and finished[1] is not None
+                and fast[0] is finished[0]
+                and dispatch.state is State.ACTIVE
+                and dispatch.in_flight <= dispatch.concurrency
+            ):
+                source, queue = fast
+                taker.job = TAKING  # then check for a snapshot: see TakenJobs
+                if taken.cutting:
+                    break
+                item = queue.dequeue()
+                if item is None:
+                    break
+                try:
+                    claimed = item._claim()
+                except AttributeError:  # not a job handle: what the locked take would do
+                    taker.job = None
+                    job = source.runnable(item)
+                    if job is None:
+                        continue
+                else:
+                    if not claimed:
+                        taker.job = None
+                        continue  # cancelled while it waited
+                    taker.job = job = item
+                if tally is None:
+                    tally = [0, 0, 0, 0]
+                tally[finished[1]] += 1
+                if dispatch.idle and dispatch.waking == 0 and len(queue):
+                    with dispatch.lock:
+                        dispatch.wake_locked()
+                        spawns = dispatch.take_spawns_locked()
+                    if spawns:
+                        self.spawn(spawns)
+                finished = source, self._run(source, job)
+                fast = dispatch.fast
+        finally:
+            taken.takers.discard(taker)
         return finished, tally
 
     def _take(self, source: Source, n: int) -> Job[Any] | None:

@@ -27,7 +27,14 @@ from . import envelope
 from .errors import FailedToCastJobError, FailedToDequeueError, ParseJobError
 from .job import FailedJob, Job, as_handle, cancel_waiting
 from .protocols import QueueStats
-from .queues import DeadLetters, DelayedJobs, MemoryPriorityQueue, MemoryQueue
+from .queues import (
+    GIL,
+    DeadLetters,
+    DelayedJobs,
+    MemoryPriorityQueue,
+    MemoryQueue,
+    TakenJobs,
+)
 from .retry import Outcome, Retry, after_failure
 
 __all__ = ["Decode", "MemorySource", "Report", "Source", "Step"]
@@ -73,6 +80,8 @@ class Source:
 
     #: What ``queue_stats`` reports as the storage of this kind of source.
     storage_label = "memory"
+    #: Job handles taken from a lock-free queue and not settled (in-memory sources).
+    taken: TakenJobs | None = None
 
     def __init__(
         self,
@@ -263,13 +272,28 @@ class MemorySource(Source):
     """A queue holding the worker's job objects; taking is cheap, done under the lock.
 
     Delayed jobs (``add(delay=)`` and retries) wait in :attr:`delayed` until the timer moves them
-    into the queue; jobs out of attempts go to :attr:`dead`.
+    into the queue; jobs out of attempts go to :attr:`dead`; job handles taken and not settled
+    are recorded in :attr:`taken`. A queue loaded from a snapshot hands its delayed jobs and
+    dead letters over here when it is bound.
     """
 
-    def __init__(self, storage: Any, **options: Any) -> None:
+    taken: TakenJobs
+
+    def __init__(self, storage: Any, *, poison_limit: int = 5, **options: Any) -> None:
         super().__init__(storage, **options)
+        #: The worker's poison limit (unused by in-memory jobs, which always decode; saved by
+        #: snapshots with the retry policy).
+        self.poison_limit = poison_limit
         self.delayed = DelayedJobs()
         self.dead = DeadLetters()
+        self.taken = TakenJobs()
+        self._taken_jobs = self.taken.jobs  # one attribute less per settled job
+        if isinstance(storage, _LOCK_FREE_QUEUES):
+            restored = storage.take_restored()
+            if restored is not None:
+                offset = time.monotonic() - time.time()  # wall-clock due times to monotonic
+                self.delayed.add_all((job, due + offset) for due, job in restored.delayed)
+                self.dead.keep(restored.dead)
 
     def ready_locked(self, now: float) -> bool:
         if self.retry_at > now:
@@ -299,6 +323,8 @@ class MemorySource(Source):
             job = self.runnable(item)
             if job is not None:
                 self.running += 1
+                if job is item:
+                    self._taken_jobs[job] = None
                 return job
 
     def runnable(self, item: Any) -> Job[Any] | None:
@@ -325,7 +351,8 @@ class MemorySource(Source):
         return None
 
     def lock_free_queue(self) -> Any | None:
-        return self.storage if type(self.storage) in _LOCK_FREE_QUEUES else None
+        # Without the GIL, takers could not record what they took without a lock (TakenJobs).
+        return self.storage if GIL and type(self.storage) in _LOCK_FREE_QUEUES else None
 
     def length(self) -> int:
         return len(self.storage)
@@ -349,11 +376,13 @@ class MemorySource(Source):
             elif outcome is Outcome.RETRIED:
                 job._back_to_queue()
                 self.delayed.add(job, time.monotonic() + delay)
+                self._taken_jobs.pop(job, None)  # only once it is among the delayed
                 self._on_delayed()
                 return outcome
             elif outcome is Outcome.DEAD:
                 self.dead.bury(job, error)
         job._complete(value, error)
+        self._taken_jobs.pop(job, None)
         return outcome
 
     def needs_timer(self) -> bool:

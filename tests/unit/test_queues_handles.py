@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
 import varmq
+from varmq.queues import Restored
 
 WAIT = 10.0
 
@@ -282,3 +284,42 @@ def test_num_pending_sums_every_bound_queue(recorder: Any) -> None:
     worker.start()
     assert worker.wait(WAIT)
     assert worker.num_pending == 0
+
+
+@pytest.mark.parametrize("queue_kind", QUEUES)
+def test_a_named_storage_labels_the_queue_it_is_bound_as(queue_kind: str) -> None:
+    worker = varmq.new_worker(lambda job: None, auto_run=False)
+    if queue_kind == "fifo":
+        worker.with_queue(varmq.MemoryQueue(name="orders"))
+    else:
+        worker.with_priority_queue(varmq.MemoryPriorityQueue(name="orders"))
+    assert worker.queue_stats()[0]["name"] == "orders"
+
+
+def test_delayed_jobs_and_dead_letters_shelved_on_a_queue_are_adopted_once_when_bound() -> None:
+    storage = varmq.MemoryQueue(name="restored")
+    soon, later = varmq.EnqueuedJob("soon", 1), varmq.EnqueuedJob("later", 2)
+    dead = varmq.EnqueuedJob("dead", 3)
+    dead.attempt = 4
+    now = time.time()
+    storage.shelve(
+        Restored(delayed=[(now + 0.2, soon), (now + 3600, later)], dead=[(dead, "E: x", now)])
+    )
+    ran: list[str] = []
+    worker = varmq.new_worker(lambda job: ran.append(job.id))
+    handle = worker.with_queue(storage)
+    [letter] = handle.dead_letters()
+    assert (letter.id, letter.data, letter.attempts, letter.error, letter.dead_at) == (
+        "dead",
+        3,
+        4,
+        "E: x",
+        now,
+    )
+    deadline = time.monotonic() + WAIT
+    while not ran and time.monotonic() < deadline:
+        time.sleep(0.01)  # letting the delay pass on purpose
+    assert ran == ["soon"]
+    assert time.time() >= now + 0.2 - 0.05
+    assert worker.queue_stats()[0]["delayed"] == 1
+    assert storage.take_restored() is None  # handed over: binding it again brings nothing

@@ -312,3 +312,32 @@ def test_storage_retries_falling_due_together_all_run_without_waiting_for_the_po
     while len(flaky.runs) < 8 and time.monotonic() < deadline:
         time.sleep(0.02)  # polling a counter the job function writes: no event to wait on
     assert len(flaky.runs) == 8, flaky.runs
+
+
+def test_a_queue_bound_with_its_own_retry_policy_uses_it_instead_of_the_workers(
+    workers,
+) -> None:
+    runs: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def fail(job: varmq.Job[Any]) -> None:
+        with lock:
+            runs.append((job.data, job.attempt))
+        raise RuntimeError("no")
+
+    worker = varmq.new_worker(fail, retry=varmq.Retry(max_attempts=3, backoff=0.0))
+    workers.append(worker)
+    own = worker.bind_queue(name="own", retry=varmq.Retry(max_attempts=1, backoff=0.0))
+    inherited = worker.with_priority_queue(varmq.MemoryPriorityQueue(), name="inherited")
+    own.add("own")
+    inherited.add("inherited", 1)
+    assert worker.wait(WAIT)
+    assert [attempt for data, attempt in runs if data == "own"] == [1]
+    assert [attempt for data, attempt in runs if data == "inherited"] == [1, 2, 3]
+    assert len(own.dead_letters()) == 1 and len(inherited.dead_letters()) == 1
+
+
+def test_a_queue_retry_policy_must_be_a_retry() -> None:
+    worker = varmq.new_worker(lambda job: None, auto_run=False)
+    with pytest.raises(TypeError, match=r"varmq\.Retry"):
+        worker.bind_queue(retry=3)  # type: ignore[arg-type]

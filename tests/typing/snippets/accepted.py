@@ -38,3 +38,12 @@ def on_error(failing: varmq.BaseWorker[Any, Any, Any], exc: BaseException) -> No
 
 varmq.new_err_worker(send, error_handler=on_error)
 assert_type(varmq.get_worker("typed"), varmq.BaseWorker[Any, Any, Any] | None)
+
+
+varmq.save_queues([queue, worker.bind_priority_queue(name="urgent")], "queues.json")
+loaded = varmq.load_queues("queues.json", missing_ok=True)
+assert_type(loaded, dict[str, varmq.MemoryQueue | varmq.MemoryPriorityQueue])
+emails = loaded.get("emails", varmq.MemoryQueue(name="emails"))
+if isinstance(emails, varmq.MemoryQueue):
+    assert_type(emails.retry, varmq.Retry | None)
+    worker.with_queue(emails, retry=emails.retry)
