@@ -212,7 +212,7 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
     ) -> H | None:
         self._dispatch.check_process()
         job = self._jobs.new_job(job_id or self._producer.next_id(), data, None)
-        job._timeout = timeout
+        job._set_timeout(timeout)
         if not self._offer(job, priority, wait):
             if strict:
                 raise EnqueueError(self._source.label, job.id, "the queue is closed or full")

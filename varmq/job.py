@@ -51,20 +51,46 @@ class JobStatus(str, Enum):
         return self.value
 
 
+class _Extra:
+    """What few jobs have: a timeout of their own, a ``cancelled`` event. Kept out of every job's
+    own fields so that a job without them costs less memory (a million queued jobs)."""
+
+    __slots__ = ("halt", "timeout")
+
+    def __init__(self) -> None:
+        #: Seconds the job may run (``add(timeout=)`` or the envelope); None: the worker's.
+        self.timeout: float | None = None
+        #: None until someone asks for ``cancelled``; then its Event; True if set before that.
+        self.halt: threading.Event | bool | None = None
+
+
 class Job(Generic[T]):
     """What a job function receives: the job's ``id``, ``data`` and delivery ``attempt``."""
 
-    __slots__ = ("_halt", "_timeout", "attempt", "data", "id")
+    __slots__ = ("_extra", "attempt", "data", "id")
 
     def __init__(self, job_id: str, data: T, attempt: int = 1) -> None:
         self.id = job_id
         self.data = data
         #: 1 for the first delivery; storage adapters that count deliveries raise it.
         self.attempt = attempt
-        #: Seconds this job may run (``add(timeout=)`` or the envelope); None: the worker's.
-        self._timeout: float | None = None
-        # None until someone asks for ``cancelled``; then its Event; True if set before that.
-        self._halt: threading.Event | bool | None = None
+        self._extra: _Extra | None = None
+
+    @property
+    def timeout(self) -> float | None:
+        """The job's own timeout in seconds (``add(timeout=)``); ``None``: the worker's."""
+        extra = self._extra
+        return None if extra is None else extra.timeout
+
+    def _set_timeout(self, timeout: float | None) -> None:
+        if timeout is not None:
+            self._more().timeout = timeout
+
+    def _more(self) -> _Extra:
+        extra = self._extra
+        if extra is None:
+            self._extra = extra = _Extra()
+        return extra
 
     @property
     def cancelled(self) -> threading.Event:
@@ -73,26 +99,25 @@ class Job(Generic[T]):
         A plain (non-``async``) job function cannot be interrupted; one that runs long can
         check ``job.cancelled.is_set()`` or wait on it, and return early.
         """
-        event = self._halt
-        if isinstance(event, threading.Event):
-            return event
         with _CANCEL_LOCK:
-            event = self._halt
+            extra = self._more()
+            event = extra.halt
             if not isinstance(event, threading.Event):
                 made = threading.Event()
                 if event is True:
                     made.set()
-                self._halt = event = made
+                extra.halt = event = made
         return event
 
     def _request_cancel(self) -> None:
         """Ask the job to stop (sets :attr:`cancelled`)."""
         with _CANCEL_LOCK:
-            event = self._halt
+            extra = self._more()
+            event = extra.halt
             if isinstance(event, threading.Event):
                 event.set()
             else:
-                self._halt = True
+                extra.halt = True
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, data={self.data!r})"
@@ -153,19 +178,44 @@ LOOP_THREAD = _LoopThread()
 _CANCEL_LOCK = threading.Lock()
 
 
+class _Failure:
+    """The outcome of a job that raised (or was cancelled): the exception."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+# Every job handle's status changes and waiter registrations happen under one of these,
+# chosen by the handle's address: a lock per handle would cost its memory a million times
+# over, one lock for all would make threads queue up. Nothing holds two of them at once.
+_STRIPES = tuple(threading.Lock() for _ in range(128))
+
+
+def _stripe(job: object) -> threading.Lock:
+    return _STRIPES[(id(job) >> 4) & 127]
+
+
+# The enqueue time of the last job, reused within the same millisecond, so that jobs added in
+# a burst share one float object instead of holding one each.
+_last_stamp = [0.0]
+
+
+def _stamp() -> float:
+    now = _wall_clock()
+    last = _last_stamp[0]
+    if now - last < 0.001:
+        return last
+    _last_stamp[0] = now
+    return now
+
+
 class EnqueuedJob(Job[T]):
     """Handle of a job added to an in-memory queue: wait for it, cancel it, await it."""
 
-    __slots__ = (
-        "_callbacks",
-        "_enqueued_at",
-        "_error",
-        "_group",
-        "_lock",
-        "_priority",
-        "_status",
-        "_value",
-    )
+    # Ten fields in all, with Job's: what a queued job needs and no more (see _Extra).
+    __slots__ = ("_callbacks", "_enqueued_at", "_group", "_outcome", "_priority", "_status")
 
     _retryable = True
 
@@ -174,20 +224,28 @@ class EnqueuedJob(Job[T]):
         self.id = job_id
         self.data = data
         self.attempt = 1
-        self._timeout = None
-        self._halt = None
+        self._extra = None
         #: The priority it was added with (priority queues), kept for retries.
         self._priority = 0
-        #: When it was added (Unix time); kept across retries, saved by snapshots.
-        self._enqueued_at = _wall_clock()
-        # Guards _status, _value, _error and _callbacks: every status change and the
-        # registration of waiters happen under it, so each transition happens once.
-        self._lock = threading.Lock()
+        #: When it was added (Unix time, to the millisecond); kept across retries.
+        self._enqueued_at = _stamp()
+        # Changed under the job's stripe lock (_stripe): every status change and the
+        # registration of waiters, so each transition happens once.
         self._status = JobStatus.CREATED
-        self._value: Any = None
-        self._error: BaseException | None = None
+        #: The function's value, or a _Failure holding its exception, once closed.
+        self._outcome: Any = None
         self._callbacks: list[_Callback] | None = None
         self._group = group
+
+    @property
+    def _value(self) -> Any:
+        outcome = self._outcome
+        return None if isinstance(outcome, _Failure) else outcome
+
+    @property
+    def _error(self) -> BaseException | None:
+        outcome = self._outcome
+        return outcome.error if isinstance(outcome, _Failure) else None
 
     @property
     def status(self) -> JobStatus:
@@ -251,7 +309,7 @@ class EnqueuedJob(Job[T]):
 
     def _add_callback(self, callback: _Callback) -> bool:
         """Register ``callback`` for when the job closes; ``False`` if it already has."""
-        with self._lock:
+        with _stripe(self):
             if self._status is JobStatus.CLOSED:
                 return False
             if self._callbacks is None:
@@ -271,7 +329,7 @@ class EnqueuedJob(Job[T]):
 
     def _claim(self) -> bool:
         """Move to PROCESSING unless the job was cancelled; ``False`` means skip it."""
-        with self._lock:
+        with _STRIPES[(id(self) >> 4) & 127]:  # _stripe, inlined: once per job run
             if self._status is JobStatus.CLOSED:
                 return False
             self._status = JobStatus.PROCESSING
@@ -279,28 +337,27 @@ class EnqueuedJob(Job[T]):
 
     def _back_to_queue(self) -> None:
         """After a failed run that will be retried: waiting again, one attempt further."""
-        with self._lock:
+        with _stripe(self):
             if self._status is JobStatus.PROCESSING:
                 self._status = JobStatus.QUEUED
                 self.attempt += 1
 
     def _complete(self, value: Any, error: BaseException | None) -> None:
         """Record the outcome of a run, close the job and release everyone waiting."""
-        with self._lock:
-            self._value = value
-            self._error = error
+        with _STRIPES[(id(self) >> 4) & 127]:  # _stripe, inlined: once per job run
+            self._outcome = value if error is None else _Failure(error)
             self._status = JobStatus.CLOSED
             callbacks, self._callbacks = self._callbacks, None
         self._closed(callbacks, value, error, ran=True)
 
     def _cancel(self) -> None:
         error = JobCancelledError(self.id)
-        with self._lock:
+        with _stripe(self):
             if self._status is JobStatus.PROCESSING:
                 raise JobProcessingError(self.id)
             if self._status is JobStatus.CLOSED:
                 raise JobAlreadyClosedError(self.id)
-            self._error = error
+            self._outcome = _Failure(error)
             self._status = JobStatus.CLOSED
             callbacks, self._callbacks = self._callbacks, None
         self._closed(callbacks, None, error, ran=False)

@@ -205,7 +205,9 @@ class MemoryPriorityQueue(_Named):
     def values(self) -> list[Any]:
         """A snapshot of the waiting items in the order they would be taken."""
         with self._lock:
-            entries = sorted(self._items.items())
+            # copy() is one C call under the GIL: lock-free producers cannot change the dict
+            # while it runs (iterating the dict itself could see it change size).
+            entries = sorted(self._items.copy().items())
         return [item for _, item in entries]
 
     def purge(self) -> None:

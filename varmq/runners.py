@@ -205,7 +205,8 @@ class ThreadRunner:
     def _run(self, source: Source, job: Job[Any]) -> Outcome | None:
         """Run ``job`` and settle it; ``None`` if its timeout passed first (the timer settled
         it then, and only its slot is left to give back)."""
-        timeout = job._timeout or self._timeout
+        extra = job._extra
+        timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
         watch = None if timeout is None else self._timer().watch(source, job, timeout)
         started = self._dispatch.run_started(source, job)
         try:
@@ -377,7 +378,8 @@ class AsyncRunner:
 
     async def _run(self, source: Source, job: Job[Any]) -> None:
         dispatch = self._dispatch
-        timeout = job._timeout or self._timeout
+        extra = job._extra
+        timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
         timed_out = False
         started = dispatch.run_started(source, job)
         try:

@@ -345,7 +345,7 @@ class MemorySource(Source):
                 self._report(ParseJobError(self.label, "", str(exc)))
                 return None
             job = Job(job_id, data)
-            job._timeout = timeout
+            job._set_timeout(timeout)
             return job
         self._report(FailedToCastJobError(self.label, item))
         return None

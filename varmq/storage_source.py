@@ -69,8 +69,7 @@ class StorageJob(Job[Any]):
         self.id = job_id
         self.data = data
         self.attempt = attempt
-        self._timeout = None
-        self._halt = None
+        self._extra = None
         self.ack_id = ack_id
         #: When to renew the lease next, and when it runs out (this process's monotonic clock).
         self.renew_at = 0.0
@@ -185,7 +184,7 @@ class StorageSource(Source):
             # Otherwise not acknowledged: the lease runs out and it is handed out again.
             return None
         job = StorageJob(job_id, data, attempt, ack_id)
-        job._timeout = timeout
+        job._set_timeout(timeout)
         return job
 
     def taken_locked(self, n: int, delivered: int, jobs: list[Job[Any]]) -> None:
