@@ -41,16 +41,20 @@ from .states import STATUS_OF, State, Status, state_error
 from .strategies import Strategy, pick
 
 __all__ = ["Dispatcher", "Runner", "Slot"]
+# Enum members as module globals, read for every job (see runners.py).
+_RUN, _TAKE, _PARK, _RETIRE = Step.RUN, Step.TAKE, Step.PARK, Step.RETIRE
+_ACTIVE, _STOPPING, _STOPPED, _PAUSING = State.ACTIVE, State.STOPPING, State.STOPPED, State.PAUSING
+_OK = Outcome.OK
 
 
-class _Forks:
+class Forks:
     """How many times this process is a fork child of the process it started as."""
 
     count = 0
 
 
 def _forked() -> None:
-    _Forks.count += 1
+    Forks.count += 1
 
 
 os.register_at_fork(after_in_child=_forked)
@@ -100,7 +104,7 @@ class Dispatcher:
     ) -> None:
         self._name = name
         self._pid = os.getpid()
-        self._forks = _Forks.count
+        self.forks = Forks.count
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.metrics = Metrics(self.lock)
@@ -142,7 +146,7 @@ class Dispatcher:
 
     def status(self) -> Status:
         state = self.state
-        if state is State.ACTIVE:
+        if state is _ACTIVE:
             return Status.RUNNING if self.in_flight or self.buffer else Status.IDLE
         return STATUS_OF[state]
 
@@ -175,14 +179,14 @@ class Dispatcher:
         Checked before the lock is taken: a lock held by a thread at the fork stays held in
         the child for ever.
         """
-        if _Forks.count != self._forks:
+        if Forks.count != self.forks:
             raise errors.ForkedWorkerError(self._name, self._pid)
 
     # -- signals ----------------------------------------------------------------------------
 
     def signal(self, submitted: int = 0, source: Source | None = None) -> None:
         """New work may be there: count ``submitted`` jobs and wake a slot if one is needed."""
-        if _Forks.count != self._forks:
+        if Forks.count != self.forks:
             self.check_process()
         with self.lock:
             self.metrics.submitted += submitted
@@ -202,7 +206,7 @@ class Dispatcher:
 
     def wake_locked(self) -> None:
         """Wake one parked slot, or plan a new thread, if the worker could take a job now."""
-        if self.state is not State.ACTIVE or self.in_flight + self.waking >= self.concurrency:
+        if self.state is not _ACTIVE or self.in_flight + self.waking >= self.concurrency:
             return
         self.wake_one_locked()
 
@@ -246,44 +250,41 @@ class Dispatcher:
                 self.metrics.lost += 1
                 continue
             self.in_flight += 1
-            return Step.RUN, source, job
-        if self.state is State.ACTIVE:
-            now = time.monotonic()
+            return _RUN, source, job
+        if self.state is _ACTIVE:
             sources = self.sources
             for _ in range(4):
                 if self.in_flight >= self.concurrency:
                     break
                 if len(sources) == 1:
                     picked: Source | None = sources[0]
-                    if not sources[0].ready_locked(now):
+                    if not sources[0].ready_locked():
                         break
                 else:
-                    picked, self.cursor = pick(self.strategy, sources, self.cursor, now)
+                    picked, self.cursor = pick(self.strategy, sources, self.cursor)
                 if picked is None:
                     break
-                limit = self.concurrency if self.prefetch is None else self.prefetch
-                planned = picked.plan_locked(
-                    self.concurrency - self.in_flight, max(limit - len(self.buffer), 0)
+                room = (self.concurrency if self.prefetch is None else self.prefetch) - len(
+                    self.buffer
                 )
+                planned = picked.plan_locked(self.concurrency - self.in_flight, room)
                 if planned is None:
                     continue
                 step, arg = planned
                 self.in_flight += 1  # the slot of the job, or of the taker
-                if step is Step.TAKE:
+                if step is _TAKE:
                     self.reserved += 1
                 elif (
-                    self.waking == 0
-                    and self.in_flight < self.concurrency
-                    and picked.ready_locked(now)
+                    self.waking == 0 and self.in_flight < self.concurrency and picked.ready_locked()
                 ):
                     # More is waiting: pass the baton so load ramps up.
                     self.wake_one_locked()
                 return step, picked, arg
-        if self.state is State.STOPPING or self.state is State.STOPPED:
-            return Step.RETIRE, None, None
+        if self.state is _STOPPING or self.state is _STOPPED:
+            return _RETIRE, None, None
         if retire_idle and self.threads > self.concurrency:
-            return Step.RETIRE, None, None
-        return Step.PARK, None, None
+            return _RETIRE, None, None
+        return _PARK, None, None
 
     def taken_locked(
         self, source: Source, n: int, delivered: int, jobs: list[Job[Any]]
@@ -340,13 +341,18 @@ class Dispatcher:
 
         ``wake=False`` when the caller takes its next step right away: it needs no one else.
         """
-        self._count_locked(outcome, timed_out)
+        metrics = self.metrics
+        if outcome is _OK and not timed_out:  # the common case, counted inline
+            metrics.successful += 1
+            metrics.completed += 1
+        else:
+            self._count_locked(outcome, timed_out)
         source.running -= 1
         self.release_locked(1, wake)
 
     def _count_locked(self, outcome: Outcome, timed_out: bool) -> None:
         metrics = self.metrics
-        if outcome is Outcome.OK:
+        if outcome is _OK:
             metrics.successful += 1
         else:
             metrics.failed += 1
@@ -380,9 +386,10 @@ class Dispatcher:
         if n <= 0:
             return
         self.in_flight -= n
-        self._settled_locked()
+        if self.in_flight == self.abandoned and not self.buffer:
+            self._settled_locked()
         if wake and self.waking == 0:
-            if self.state is State.ACTIVE:
+            if self.state is _ACTIVE:
                 self.wake_locked()
             elif self.buffer:
                 self.wake_one_locked()  # paused or stopping: taken jobs still run
@@ -390,7 +397,7 @@ class Dispatcher:
     def _settled_locked(self) -> None:
         """A run ended: a pausing worker may be paused, a stopping one stopped, waiters told."""
         if self.in_flight - self.abandoned == 0 and not self.buffer:
-            if self.state is State.PAUSING:
+            if self.state is _PAUSING:
                 self.state = State.PAUSED
             self.check_stopped_locked()
             if self.waiters:
@@ -427,7 +434,8 @@ class Dispatcher:
 
     def woken_locked(self) -> None:
         """A woken slot is awake and stepping."""
-        self.waking = max(self.waking - 1, 0)
+        if self.waking:
+            self.waking -= 1
 
     def surplus_locked(self) -> bool:
         """Whether an idle thread is one too many (idle above the minimum, or above the
@@ -440,13 +448,13 @@ class Dispatcher:
 
     def check_stopped_locked(self) -> None:
         if (
-            self.state is State.STOPPING
+            self.state is _STOPPING
             and self.in_flight == self.abandoned
             and not self.buffer
             and self.threads == self.abandoned  # each abandoned run holds its thread
             and not self.acks_pending()
         ):
-            self.state = State.STOPPED
+            self.state = _STOPPED
             self.notify_locked()
             self._on_stopped()
 
@@ -454,9 +462,9 @@ class Dispatcher:
 
     def start_locked(self) -> None:
         status = self.status()
-        if self.state not in (State.INITIATED, State.STOPPED):
+        if self.state not in (State.INITIATED, _STOPPED):
             raise state_error(status)
-        self.state = State.ACTIVE
+        self.state = _ACTIVE
         self.generation += 1
         self.notify_locked()
         self.runner.start_locked()
@@ -465,11 +473,11 @@ class Dispatcher:
     def pause(self) -> None:
         with self.lock:
             state = self.state
-            if state is State.ACTIVE:
+            if state is _ACTIVE:
                 busy = self.in_flight or self.buffer
-                self.state = State.PAUSING if busy else State.PAUSED
+                self.state = _PAUSING if busy else State.PAUSED
                 self.notify_locked()
-            elif state in (State.PAUSING, State.PAUSED):
+            elif state in (_PAUSING, State.PAUSED):
                 return
             else:
                 raise self.state_error()
@@ -477,11 +485,11 @@ class Dispatcher:
     def resume(self) -> None:
         with self.lock:
             state = self.state
-            if state is State.ACTIVE:
+            if state is _ACTIVE:
                 return
             if state is not State.PAUSED:
                 raise self.state_error()
-            self.state = State.ACTIVE
+            self.state = _ACTIVE
             self.notify_locked()
             self.wake_locked()
             spawns = self.take_spawns_locked()
@@ -492,11 +500,11 @@ class Dispatcher:
         """Stop taking; returns the taken jobs that have not started and can go back to their
         storage at once (the caller hands them back without the lock: it is storage I/O)."""
         state = self.state
-        if state in (State.STOPPING, State.STOPPED):
+        if state in (_STOPPING, _STOPPED):
             return []
         if state is State.INITIATED:
             raise errors.NotRunningWorkerError()
-        self.state = State.STOPPING
+        self.state = _STOPPING
         handed: list[tuple[Source, Job[Any]]] = []
         kept: deque[tuple[Source, Job[Any]]] = deque()
         for source, job in self.buffer:
@@ -522,7 +530,7 @@ class Dispatcher:
                 self.metrics.released += released
 
     def tune_locked(self, concurrency: int) -> None:
-        if self.state is not State.ACTIVE:
+        if self.state is not _ACTIVE:
             raise self.state_error()
         if concurrency == self.concurrency:
             raise errors.SameConcurrencyError()

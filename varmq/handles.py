@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from . import envelope
 from . import options as check
+from .dispatch import Forks
 from .errors import EnqueueError
 from .group import EnqueuedGroupJob, Group, Item
 from .job import EnqueuedJob, cancel_waiting
@@ -210,18 +211,21 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
         strict: bool,
         timeout: float | None,
     ) -> H | None:
-        self._dispatch.check_process()
+        dispatch = self._dispatch
+        if dispatch.forks != Forks.count:
+            dispatch.check_process()
         job = self._jobs.new_job(job_id or self._producer.next_id(), data, None)
-        job._set_timeout(timeout)
+        if timeout is not None:
+            job._set_timeout(timeout)
         if not self._offer(job, priority, wait):
             if strict:
                 raise EnqueueError(self._source.label, job.id, "the queue is closed or full")
             return None
         if wait > 0:
-            self._dispatch.add_submitted(1)
+            dispatch.add_submitted(1)
             self._producer.on_delayed()
         else:
-            self._dispatch.signal(1)
+            dispatch.signal(1)
         return job
 
     def _add_all(self, items: Iterable[Any], prioritised: bool) -> G:
@@ -280,6 +284,8 @@ class Queue(_MemoryHandle[T, H, G]):
         (instead of the worker's ``timeout``). With ``strict``, a refusal raises
         :class:`~varmq.EnqueueError` instead of giving ``None``.
         """
+        if job_id is None and delay is None and run_at is None and timeout is None:
+            return self._add(data, None, None, 0.0, strict, None)  # the common add, unchecked
         return self._add(
             data, None, _job_id(job_id), _delay_of(delay, run_at), strict, _timeout(timeout)
         )

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EnqueuedErrJob",
+    "LOOP_IDENTS",
     "LOOP_THREAD",
     "FailedJob",
     "EnqueuedJob",
@@ -49,6 +50,11 @@ class JobStatus(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+# Enum members as module globals, read for every job (see runners.py).
+_CREATED, _QUEUED = JobStatus.CREATED, JobStatus.QUEUED
+_PROCESSING, _CLOSED = JobStatus.PROCESSING, JobStatus.CLOSED
 
 
 class _Extra:
@@ -173,6 +179,11 @@ class _LoopThread(threading.local):
 #: a blocking wait there, on that worker or on a job, could wait for itself for ever.
 LOOP_THREAD = _LoopThread()
 
+#: Idents of the threads that run event loops with workers' jobs on them; a blocking job
+#: wait there is refused. A set, so that the check costs nothing while it is empty (always,
+#: in programs without async workers).
+LOOP_IDENTS: set[int] = set()
+
 # Guards the lazy creation of every job's ``cancelled`` event (rare: only on timeouts and when a
 # job function asks for it), so that a job that never needs one pays nothing for it.
 _CANCEL_LOCK = threading.Lock()
@@ -202,15 +213,6 @@ def _stripe(job: object) -> threading.Lock:
 _last_stamp = [0.0]
 
 
-def _stamp() -> float:
-    now = _wall_clock()
-    last = _last_stamp[0]
-    if now - last < 0.001:
-        return last
-    _last_stamp[0] = now
-    return now
-
-
 class EnqueuedJob(Job[T]):
     """Handle of a job added to an in-memory queue: wait for it, cancel it, await it."""
 
@@ -227,11 +229,18 @@ class EnqueuedJob(Job[T]):
         self._extra = None
         #: The priority it was added with (priority queues), kept for retries.
         self._priority = 0
-        #: When it was added (Unix time, to the millisecond); kept across retries.
-        self._enqueued_at = _stamp()
+        #: When it was added (Unix time, to the millisecond); kept across retries. Jobs added
+        #: within one millisecond share one float (what _stamp does, inlined: once per add).
+        now = _wall_clock()
+        last = _last_stamp[0]
+        if now - last < 0.001:
+            now = last
+        else:
+            _last_stamp[0] = now
+        self._enqueued_at = now
         # Changed under the job's stripe lock (_stripe): every status change and the
         # registration of waiters, so each transition happens once.
-        self._status = JobStatus.CREATED
+        self._status = _CREATED
         #: The function's value, or a _Failure holding its exception, once closed.
         self._outcome: Any = None
         self._callbacks: list[_Callback] | None = None
@@ -254,7 +263,7 @@ class EnqueuedJob(Job[T]):
 
     def is_closed(self) -> bool:
         """``True`` once the job ran to its end, or was cancelled or purged."""
-        return self._status is JobStatus.CLOSED
+        return self._status is _CLOSED
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the job is closed; ``False`` if ``timeout`` seconds passed first.
@@ -262,9 +271,9 @@ class EnqueuedJob(Job[T]):
         On an event loop that runs a worker's jobs, raises ``RuntimeError`` instead of
         blocking it: ``await job`` there.
         """
-        if self._status is JobStatus.CLOSED:
+        if self._status is _CLOSED:
             return True
-        if LOOP_THREAD.dispatch is not None and _on_a_loop():
+        if LOOP_IDENTS and threading.get_ident() in LOOP_IDENTS and _on_a_loop():
             raise RuntimeError(
                 f"varmq: job {self.id!r}: a blocking wait on an event loop that runs a "
                 "worker's jobs would stop that loop (and could wait for itself); use "
@@ -289,7 +298,7 @@ class EnqueuedJob(Job[T]):
         self._cancel()
 
     def __await__(self) -> Generator[Any, None, Any]:
-        if self._status is not JobStatus.CLOSED:
+        if self._status is not _CLOSED:
             loop = asyncio.get_running_loop()
             future: asyncio.Future[None] = loop.create_future()
 
@@ -309,8 +318,8 @@ class EnqueuedJob(Job[T]):
 
     def _add_callback(self, callback: _Callback) -> bool:
         """Register ``callback`` for when the job closes; ``False`` if it already has."""
-        with _stripe(self):
-            if self._status is JobStatus.CLOSED:
+        with _STRIPES[(id(self) >> 4) & 127]:  # _stripe, inlined: once per wait
+            if self._status is _CLOSED:
                 return False
             if self._callbacks is None:
                 self._callbacks = [callback]
@@ -321,44 +330,48 @@ class EnqueuedJob(Job[T]):
     def _queued(self, priority: int | None) -> None:
         """Offered to a queue (or held until its delay passed) with ``priority``."""
         self._priority = priority or 0
-        self._status = JobStatus.QUEUED
+        self._status = _QUEUED
 
     def _refused(self) -> None:
         """The queue refused it (closed, full): closed without ever running."""
-        self._status = JobStatus.CLOSED
+        self._status = _CLOSED
 
     def _claim(self) -> bool:
         """Move to PROCESSING unless the job was cancelled; ``False`` means skip it."""
         with _STRIPES[(id(self) >> 4) & 127]:  # _stripe, inlined: once per job run
-            if self._status is JobStatus.CLOSED:
+            if self._status is _CLOSED:
                 return False
-            self._status = JobStatus.PROCESSING
+            self._status = _PROCESSING
             return True
 
     def _back_to_queue(self) -> None:
         """After a failed run that will be retried: waiting again, one attempt further."""
         with _stripe(self):
-            if self._status is JobStatus.PROCESSING:
-                self._status = JobStatus.QUEUED
+            if self._status is _PROCESSING:
+                self._status = _QUEUED
                 self.attempt += 1
 
     def _complete(self, value: Any, error: BaseException | None) -> None:
         """Record the outcome of a run, close the job and release everyone waiting."""
         with _STRIPES[(id(self) >> 4) & 127]:  # _stripe, inlined: once per job run
             self._outcome = value if error is None else _Failure(error)
-            self._status = JobStatus.CLOSED
+            self._status = _CLOSED
             callbacks, self._callbacks = self._callbacks, None
-        self._closed(callbacks, value, error, ran=True)
+        if callbacks:  # what _closed does, inlined: once per job run
+            for callback in callbacks:
+                callback()
+        if self._group is not None:
+            self._group.member_done(self.id, value, error, True)
 
     def _cancel(self) -> None:
         error = JobCancelledError(self.id)
         with _stripe(self):
-            if self._status is JobStatus.PROCESSING:
+            if self._status is _PROCESSING:
                 raise JobProcessingError(self.id)
-            if self._status is JobStatus.CLOSED:
+            if self._status is _CLOSED:
                 raise JobAlreadyClosedError(self.id)
             self._outcome = _Failure(error)
-            self._status = JobStatus.CLOSED
+            self._status = _CLOSED
             callbacks, self._callbacks = self._callbacks, None
         self._closed(callbacks, None, error, ran=False)
 
@@ -423,10 +436,12 @@ class EnqueuedResultJob(EnqueuedJob[T], Generic[T, R]):
         Like ``concurrent.futures.Future.result``: a cancelled or purged job raises
         :class:`JobCancelledError`; ``TimeoutError`` when ``timeout`` seconds pass first.
         """
-        self._wait_or_raise(timeout)
-        if self._error is not None:
-            raise self._error
-        value: R = self._value
+        if self._status is not _CLOSED:
+            self._wait_or_raise(timeout)
+        outcome = self._outcome
+        if type(outcome) is _Failure:
+            raise outcome.error
+        value: R = outcome
         return value
 
     def err(self, timeout: float | None = None) -> BaseException | None:

@@ -350,10 +350,12 @@ class Taker:
     (possibly settled since), :data:`TAKING` from the moment it dequeues until it knows what it
     took, or ``None``."""
 
-    __slots__ = ("job",)
+    __slots__ = ("job", "registered")
 
     def __init__(self) -> None:
         self.job: Any = None
+        #: The records it is registered in (the thread unregisters from each when it ends).
+        self.registered: list[TakenJobs] = []
 
 
 class TakenJobs:

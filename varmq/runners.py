@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dispatch import Dispatcher, Slot
 from .errors import JobTimeoutError
-from .job import LOOP_THREAD, Job
+from .job import LOOP_IDENTS, LOOP_THREAD, Job
 from .queues import TAKING, Taker
 from .retry import Outcome
 from .sources import Source, Step
@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from .timer import Timer
 
 __all__ = ["AsyncRunner", "ThreadRunner"]
+# Enum members as module globals: reading Step.RUN on the class costs ~90 ns a time on
+# Python 3.11 (the enum metaclass's __getattr__), and these are read for every job.
+_RUN, _TAKE, _PARK, _RETIRE = Step.RUN, Step.TAKE, Step.PARK, Step.RETIRE
+_ACTIVE, _STOPPING = State.ACTIVE, State.STOPPING
+
 
 log = logging.getLogger("varmq.worker")
 
@@ -61,6 +66,8 @@ class ThreadRunner:
         self._timeout = timeout
         self._timer = timer
         self._numbers = itertools.count(1)
+        # Each thread's record of what it takes lock-free (see TakenJobs), made once per thread.
+        self._takers = threading.local()
 
     def start_locked(self) -> None:
         """Create the first thread, parked, so a started worker has one idle thread."""
@@ -85,8 +92,15 @@ class ThreadRunner:
         thread.start()
 
     def _main(self, slot: Slot, parked: bool) -> None:
+        LOOP_THREAD.dispatch = self._dispatch  # a blocking wait on this worker here would hang
+        try:
+            self._loop(slot, parked)
+        finally:
+            self._forget_taker()
+
+    def _loop(self, slot: Slot, parked: bool) -> None:
         dispatch = self._dispatch
-        LOOP_THREAD.dispatch = dispatch  # a blocking wait on this worker here would hang
+        taker = self._taker()
         finished: tuple[Source, Outcome | None] | None = None
         woken = not parked
         while True:
@@ -96,7 +110,7 @@ class ThreadRunner:
                 woken = True
             tally: list[int] | None = None
             if finished is not None and dispatch.fast is not None:
-                finished, tally = self._run_on(finished)
+                finished, tally = self._run_on(finished, taker)
             with dispatch.lock:
                 if woken:
                     dispatch.woken_locked()
@@ -109,28 +123,28 @@ class ThreadRunner:
                     else:
                         dispatch.finish_locked(finished[0], finished[1], wake=False)
                 step, source, arg = dispatch.step_locked(True)
-                if step is Step.PARK:
+                if step is _PARK:
                     dispatch.parked_locked(slot)
-                elif step is Step.RETIRE:
+                elif step is _RETIRE:
                     dispatch.retire_locked()
                 spawns = dispatch.take_spawns_locked()
             finished = None
             if spawns:
                 self.spawn(spawns)
-            parked = step is Step.PARK
-            if step is Step.RUN:
+            parked = step is _PARK
+            if step is _RUN:
                 assert source is not None
                 finished = source, self._run(source, arg)
-            elif step is Step.TAKE:
+            elif step is _TAKE:
                 assert source is not None
                 job = self._take(source, arg)
                 if job is not None:
                     finished = source, self._run(source, job)
-            elif step is Step.RETIRE:
+            elif step is _RETIRE:
                 return
 
     def _run_on(
-        self, finished: tuple[Source, Outcome | None]
+        self, finished: tuple[Source, Outcome | None], taker: Taker
     ) -> tuple[tuple[Source, Outcome | None], list[int] | None]:
         """Keep the slot and run the next jobs of the worker's one lock-free in-memory queue.
 
@@ -148,49 +162,62 @@ class ThreadRunner:
         taken = finished[0].taken
         if fast is None or taken is None:
             return finished, None
-        taker = Taker()
-        taken.takers.add(taker)
-        try:
-            while (
-                fast is not None
-                and finished[1] is not None
-                and fast[0] is finished[0]
-                and dispatch.state is State.ACTIVE
-                and dispatch.in_flight <= dispatch.concurrency
-            ):
-                source, queue = fast
-                taker.job = TAKING  # then check for a snapshot: see TakenJobs
-                if taken.cutting:
-                    break
-                item = queue.dequeue()
-                if item is None:
-                    break
-                try:
-                    claimed = item._claim()
-                except AttributeError:  # not a job handle: what the locked take would do
+        if taker not in taken.takers:  # registered once per thread and queue (see _main)
+            taken.takers.add(taker)
+            taker.registered.append(taken)
+        while (
+            fast is not None
+            and finished[1] is not None
+            and fast[0] is finished[0]
+            and dispatch.state is _ACTIVE
+            and dispatch.in_flight <= dispatch.concurrency
+        ):
+            source, queue = fast
+            taker.job = TAKING  # then check for a snapshot: see TakenJobs
+            if taken.cutting:
+                taker.job = None
+                break
+            item = queue.dequeue()
+            if item is None:
+                taker.job = None  # the record stays registered: it must not hold TAKING
+                break
+            try:
+                claimed = item._claim()
+            except AttributeError:  # not a job handle: what the locked take would do
+                taker.job = None
+                job = source.runnable(item)
+                if job is None:
+                    continue
+            else:
+                if not claimed:
                     taker.job = None
-                    job = source.runnable(item)
-                    if job is None:
-                        continue
-                else:
-                    if not claimed:
-                        taker.job = None
-                        continue  # cancelled while it waited
-                    taker.job = job = item
-                if tally is None:
-                    tally = [0, 0, 0, 0]
-                tally[finished[1]] += 1
-                if dispatch.idle and dispatch.waking == 0 and len(queue):
-                    with dispatch.lock:
-                        dispatch.wake_locked()
-                        spawns = dispatch.take_spawns_locked()
-                    if spawns:
-                        self.spawn(spawns)
-                finished = source, self._run(source, job)
-                fast = dispatch.fast
-        finally:
-            taken.takers.discard(taker)
+                    continue  # cancelled while it waited
+                taker.job = job = item
+            if tally is None:
+                tally = [0, 0, 0, 0]
+            tally[finished[1]] += 1
+            if dispatch.idle and dispatch.waking == 0 and len(queue):
+                with dispatch.lock:
+                    dispatch.wake_locked()
+                    spawns = dispatch.take_spawns_locked()
+                if spawns:
+                    self.spawn(spawns)
+            finished = source, self._run(source, job)
+            fast = dispatch.fast
         return finished, tally
+
+    def _taker(self) -> Taker:
+        taker: Taker | None = getattr(self._takers, "taker", None)
+        if taker is None:
+            self._takers.taker = taker = Taker()
+        return taker
+
+    def _forget_taker(self) -> None:
+        """The thread ends: its record leaves every queue it took from."""
+        taker: Taker | None = getattr(self._takers, "taker", None)
+        if taker is not None:
+            for taken in taker.registered:
+                taken.takers.discard(taker)
 
     def _take(self, source: Source, n: int) -> Job[Any] | None:
         dispatch = self._dispatch
@@ -208,14 +235,15 @@ class ThreadRunner:
         extra = job._extra
         timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
         watch = None if timeout is None else self._timer().watch(source, job, timeout)
-        started = self._dispatch.run_started(source, job)
+        dispatch = self._dispatch
+        started = dispatch.run_started(source, job) if dispatch.metrics.observing else 0.0
         try:
             value = self._fn(job)
             error = None
         except BaseException as exc:
             value, error = None, exc
         if started:
-            self._dispatch.run_ended(source, job, started)
+            dispatch.run_ended(source, job, started)
         if watch is not None and not self._timer().unwatch(watch):
             return None
         try:
@@ -309,10 +337,13 @@ class AsyncRunner:
 
     async def _hosted_dispatch(self) -> None:
         LOOP_THREAD.dispatch = self._dispatch
+        ident = threading.get_ident()
+        LOOP_IDENTS.add(ident)
         try:
             await self._dispatch_loop()
         finally:
             LOOP_THREAD.dispatch = None
+            LOOP_IDENTS.discard(ident)
             assert self._io is not None
             self._io.shutdown(wait=False)  # the loop is the caller's: never block it
 
@@ -324,10 +355,12 @@ class AsyncRunner:
         asyncio.set_event_loop(loop)
         self._prepare(loop)
         LOOP_THREAD.dispatch = self._dispatch
+        LOOP_IDENTS.add(threading.get_ident())
         ready.set()
         try:
             loop.run_until_complete(self._dispatch_loop())
         finally:
+            LOOP_IDENTS.discard(threading.get_ident())
             assert self._io is not None
             self._io.shutdown(wait=True)
             loop.close()
@@ -351,17 +384,17 @@ class AsyncRunner:
                     self._wakeup.clear()
                     dispatch.woken_locked()
                 step, source, arg = dispatch.step_locked(False)
-                if step is Step.RETIRE:
+                if step is _RETIRE:
                     if dispatch.in_flight == 0:
                         dispatch.retire_locked()
                         return
-                    step = Step.PARK
-                if step is Step.PARK:
+                    step = _PARK
+                if step is _PARK:
                     dispatch.parked_locked(self._slot)
-            if step is Step.RUN:
+            if step is _RUN:
                 assert source is not None
                 self._start(source, arg)
-            elif step is Step.TAKE:
+            elif step is _TAKE:
                 assert source is not None
                 delivered, jobs = await loop.run_in_executor(self._io, source.take, arg)
                 with dispatch.lock:
@@ -407,7 +440,7 @@ class AsyncRunner:
             outcome = Outcome.FAILED
         with dispatch.lock:
             dispatch.finish_locked(source, outcome, timed_out=timed_out)
-            if dispatch.in_flight == 0 and dispatch.state is State.STOPPING:
+            if dispatch.in_flight == 0 and dispatch.state is _STOPPING:
                 self._wake_dispatcher_locked()
 
     async def _run_within(self, job: Job[Any], timeout: float) -> tuple[Any, bool]:

@@ -64,6 +64,10 @@ class Step(Enum):
     """Leave: the worker is stopping, or has more threads than it needs."""
 
 
+# Enum members as module globals, read for every job (see runners.py).
+_RUN = Step.RUN
+_OK = Outcome.OK
+
 # Back-off after a failed take starts here and doubles up to the poll interval.
 _FIRST_BACKOFF = 0.01
 
@@ -151,7 +155,7 @@ class Source:
     def signalled_locked(self) -> None:
         """Someone says a job was added to the storage."""
 
-    def ready_locked(self, now: float) -> bool:
+    def ready_locked(self) -> bool:
         """Whether a take could find a job now."""
         raise NotImplementedError
 
@@ -295,8 +299,8 @@ class MemorySource(Source):
                 self.delayed.add_all((job, due + offset) for due, job in restored.delayed)
                 self.dead.keep(restored.dead)
 
-    def ready_locked(self, now: float) -> bool:
-        if self.retry_at > now:
+    def ready_locked(self) -> bool:
+        if self.retry_at and self.retry_at > time.monotonic():
             return False
         try:
             return len(self.storage) > 0
@@ -306,7 +310,7 @@ class MemorySource(Source):
 
     def plan_locked(self, free: int, room: int) -> tuple[Step, Any] | None:
         job = self.take_now()
-        return None if job is None else (Step.RUN, job)
+        return None if job is None else (_RUN, job)
 
     def take_now(self) -> Job[Any] | None:
         """Take the next runnable job, skipping cancelled ones; ``None`` when empty."""
@@ -320,12 +324,18 @@ class MemorySource(Source):
                 self._take_worked()
             if item is None:
                 return None
-            job = self.runnable(item)
-            if job is not None:
+            try:
+                claimed = item._claim()  # a job handle (as_handle, without its call)
+            except AttributeError:
+                job = self._decoded(item)
+                if job is not None:
+                    self.running += 1
+                    return job
+                continue
+            if claimed:
                 self.running += 1
-                if job is item:
-                    self._taken_jobs[job] = None
-                return job
+                self._taken_jobs[item] = None
+                return item  # type: ignore[no-any-return]
 
     def runnable(self, item: Any) -> Job[Any] | None:
         """The job to run for ``item`` taken from the storage; ``None`` to skip it.
@@ -336,6 +346,9 @@ class MemorySource(Source):
         handle = as_handle(item)
         if handle is not None:
             return handle if handle._claim() else None
+        return self._decoded(item)
+
+    def _decoded(self, item: Any) -> Job[Any] | None:
         if isinstance(item, bytes | bytearray | str):
             try:
                 job_id, data, timeout = envelope.decode(item)
@@ -367,7 +380,7 @@ class MemorySource(Source):
         return bool(self.storage.enqueue(job))
 
     def settle(self, job: Job[Any], value: Any, error: BaseException | None) -> Outcome:
-        outcome = Outcome.OK
+        outcome = _OK
         if error is not None:
             self._failed(job, error)
             outcome, delay = after_failure(self.retry, error, job.attempt)

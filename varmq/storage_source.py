@@ -126,15 +126,17 @@ class StorageSource(Source):
         """Someone added a job (this process, or another one that notified): look again."""
         self.maybe_ready = True
 
-    def ready_locked(self, now: float) -> bool:
-        return self.maybe_ready and not self.taking and self.retry_at <= now
+    def ready_locked(self) -> bool:
+        if not self.maybe_ready or self.taking:
+            return False
+        return not self.retry_at or self.retry_at <= time.monotonic()
 
     def plan_locked(self, free: int, room: int) -> tuple[Step, Any] | None:
         # Every free slot, plus a prefetch so that one round trip feeds the slots that free up
         # while these jobs run. One take at a time; a signal during the take sets it again.
         self.taking = True
         self.maybe_ready = False
-        return Step.TAKE, (free + room if self._batched else 1)
+        return Step.TAKE, (free + max(room, 0) if self._batched else 1)
 
     def take(self, n: int) -> tuple[int, list[Job[Any]]]:
         """Take up to ``n`` jobs: ``(how many the storage handed out, the decoded jobs)``.

@@ -26,7 +26,7 @@ class Strategy(str, Enum):
 
 
 class _Candidate(Protocol):
-    def ready_locked(self, now: float) -> bool: ...
+    def ready_locked(self) -> bool: ...
 
     def length(self) -> int: ...
 
@@ -34,11 +34,11 @@ class _Candidate(Protocol):
 C = TypeVar("C", bound=_Candidate)
 
 
-def pick(strategy: Strategy, sources: Sequence[C], cursor: int, now: float) -> tuple[C | None, int]:
+def pick(strategy: Strategy, sources: Sequence[C], cursor: int) -> tuple[C | None, int]:
     """Choose a source that has work; returns it (or ``None``) and the new round-robin cursor.
 
-    ``sources`` are in bind-priority order; a source that is not ready at ``now`` (empty, or
-    backing off after an error) is passed over. Length strategies ask each candidate for its
+    ``sources`` are in bind-priority order; a source that is not ready (empty, or backing off
+    after an error) is passed over. Length strategies ask each candidate for its
     length, which for storage is a round trip: that is the price of choosing them.
     """
     if strategy is Strategy.ROUND_ROBIN:
@@ -46,14 +46,14 @@ def pick(strategy: Strategy, sources: Sequence[C], cursor: int, now: float) -> t
         for step in range(1, count + 1):
             index = (cursor + step) % count
             source = sources[index]
-            if source.ready_locked(now):
+            if source.ready_locked():
                 return source, index
         return None, cursor
     if strategy is Strategy.MAX_LEN or strategy is Strategy.MIN_LEN:
         best: C | None = None
         best_len = 0
         for source in sources:
-            if not source.ready_locked(now):
+            if not source.ready_locked():
                 continue
             try:
                 size = source.length()
@@ -69,6 +69,6 @@ def pick(strategy: Strategy, sources: Sequence[C], cursor: int, now: float) -> t
                 best, best_len = source, size
         return best, cursor
     for source in sources:
-        if source.ready_locked(now):
+        if source.ready_locked():
             return source, cursor
     return None, cursor
