@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,15 +31,6 @@ def _scrape(base: str) -> tuple[Samples, dict[str, str]]:
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return samples, types
-
-
-@pytest.fixture
-def workers() -> Iterator[list[Any]]:
-    made: list[Any] = []
-    yield made
-    for worker in made:
-        worker.stop()
-        worker.wait_until_stopped(10)
 
 
 @pytest.fixture
