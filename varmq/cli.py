@@ -204,21 +204,37 @@ def _load_workers(target: str) -> list[Any]:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: the project's own modules
     try:
         found: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"varmq: cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # not found, or the module itself raised while importing
+        raise CliError(
+            f"varmq: cannot import {module_name!r}: {type(exc).__name__}: {_one_line(exc)}"
+        ) from None
     for part in attribute.split("."):
         try:
             found = getattr(found, part)
         except AttributeError:
             raise CliError(f"varmq: {module_name!r} has no attribute {attribute!r}") from None
     if not isinstance(found, BaseWorker) and callable(found):
-        found = found()
-    workers = [found] if isinstance(found, BaseWorker) else list(found or [])
+        try:
+            found = found()
+        except Exception as exc:
+            raise CliError(
+                f"varmq: calling {target} raised {type(exc).__name__}: {_one_line(exc)}"
+            ) from None
+    if isinstance(found, BaseWorker):
+        workers = [found]
+    elif isinstance(found, list | tuple | set | frozenset):
+        workers = list(found)
+    else:
+        workers = []
     if not workers or not all(isinstance(w, BaseWorker) for w in workers):
         raise CliError(
             f"varmq: {target} is not a worker, nor a callable returning one or several workers"
         )
     return workers
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
