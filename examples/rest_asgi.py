@@ -1,8 +1,8 @@
 """REST API as an ASGI app: serve it with uvicorn, then query and control a worker over HTTP.
 
 Shows ``varmq.rest.asgi_app`` with a prefix and a bearer token, served by uvicorn on a free
-loopback port; the script asks for the workers, pauses one and reads its queue counts, then
-stops the server. To mount it in FastAPI/Starlette instead::
+loopback port; the script asks for the workers, pauses one, reads its queue counts and dead
+letters and the health check, then stops the server. To mount it in FastAPI/Starlette instead::
 
     app.mount("/varmq", varmq.rest.asgi_app(token=os.environ["VARMQ_TOKEN"]))
 
@@ -46,9 +46,20 @@ class Server(uvicorn.Server):
         self.ready.set()
 
 
+def send(job: varmq.Job[dict[str, str]]) -> None:
+    if "@" not in job.data["to"]:
+        raise ValueError(f"not an address: {job.data['to']!r}")
+
+
 def main() -> None:
-    worker = varmq.new_worker(lambda job: None, 2, name="mailer")
-    worker.bind_queue(name="emails")
+    # One attempt, and no log line for the failure: the dead letter is what this shows.
+    worker = varmq.new_worker(
+        send, 2, name="mailer", retry=varmq.Retry(max_attempts=1), log_failures=False
+    )
+    emails = worker.bind_queue(name="emails")
+    emails.add({"to": "a@example.com"})
+    emails.add({"to": "nobody"})  # fails once and becomes a dead letter
+    worker.wait_until_idle(10)
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -63,6 +74,8 @@ def main() -> None:
         worker.wait_until_paused(10)
         print("GET /workers/mailer ->", call("GET", base + "/workers/mailer"))
         print("GET /queues/emails  ->", call("GET", base + "/queues/emails"))
+        print("GET /queues/emails/dead ->", call("GET", base + "/queues/emails/dead?limit=10"))
+        print("GET /health ->", call("GET", base + "/health"))  # 503 if a storage is down
     finally:
         server.should_exit = True
         thread.join(10)

@@ -1,35 +1,33 @@
-"""The ``varmq`` command: run workers as a service, look into sqliteq and redisq stores, and
-recover dead letters.
+"""The ``varmq`` command: run workers as a service, look into stores, recover dead letters.
 
 ``varmq worker MODULE:ATTR`` runs the worker(s) that attribute names until SIGTERM or SIGINT
-(see :func:`varmq.run`). ``varmq stats|watch|dead|requeue-dead|purge URL ...``: ``URL`` is a
-SQLite file (an existing one; the ``sqlite:`` prefix is optional) or a ``redis://``,
-``rediss://`` or ``unix://`` URL. Everything goes through the adapters' operator API
-(``list_queues``, ``open_queue``, ``stats``, ``dead_letters``, ``requeue_dead``, ``purge``,
-``purge_dead``); this module only parses arguments, opens stores and prints.
+(see :func:`varmq.run`). ``varmq stats|watch|dead|requeue-dead|purge URL ...`` open the store
+``URL`` names through its adapter (:func:`varmq.stores.open_store`: a SQLite file, a Redis URL,
+or any scheme a third-party adapter registers) and read it through the operator view of
+:mod:`varmq.ops`. ``stats``, ``watch`` and ``dead`` only look: they open the store read-only
+where its adapter can. This module parses arguments and prints; it knows no adapter.
 
-Exit codes: 0 done; 1 the command ran and failed or was declined (storage error, purge not
-confirmed); 2 bad input: usage errors, no such file, not a varmq database, Redis unreachable,
-unknown queue. Errors are one line on stderr, never a traceback.
+Exit codes: 0 done; 1 the command ran and failed or was declined (storage error, a queue whose
+storage did not answer, purge not confirmed); 2 bad input: usage errors, no such file, not a
+varmq store, storage unreachable, unknown queue. Errors are one line on stderr, never a
+traceback, and name stores by their ``location`` (URLs without credentials).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
-__all__ = ["main"]
+from .ops import COUNTS, QueueRow, StoreView, UnknownQueueError, dead_letter_rows, unreachable
+from .stores import StoreError, location, open_store, scrub
 
-_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-_STATS_COLUMNS = ("waiting", "in_flight", "delayed", "dead", "oldest_age")
+__all__ = ["main"]
 
 
 class CliError(Exception):
@@ -40,143 +38,24 @@ class CliError(Exception):
         self.code = code
 
 
-# -- opening a store ----------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def open_store(url: str) -> Iterator[Any]:
-    """The adapter's ``Queues`` for ``url``, closed on exit; :class:`CliError` when it cannot."""
-    if url.startswith(_REDIS_SCHEMES):
-        store = _open_redis(url)
-    elif "://" in url and not url.startswith("sqlite:"):
-        raise CliError(
-            f"varmq: unsupported URL {url!r}: give a SQLite file path or a redis://, "
-            "rediss:// or unix:// URL"
-        )
-    else:
-        store = _open_sqlite(_sqlite_path(url))
+def _queue(view: StoreView, name: str, where: str) -> Any:
     try:
-        yield store
-    finally:
-        store.close()
+        return view.queue(name)
+    except UnknownQueueError as exc:
+        listed = ", ".join(exc.known) or "none"
+        raise CliError(f"varmq: no queue named {name!r} in {where} (queues: {listed})") from None
 
 
-def _sqlite_path(url: str) -> str:
-    if not url.startswith("sqlite:"):
-        return url
-    path = url[len("sqlite:") :]
-    return path[2:] if path.startswith("//") else path  # sqlite:///abs/path, sqlite://rel
+# -- stats and watch --------------------------------------------------------------------------
 
 
-def _open_sqlite(path: str) -> Any:
-    import sqliteq
-
-    if not os.path.exists(path):
-        raise CliError(f"varmq: no such file: {path}")
-    if not os.path.isfile(path):
-        raise CliError(f"varmq: {path} is not a file")
-    if os.path.getsize(path) == 0 and not os.path.exists(path + "-wal"):
-        raise CliError(f"varmq: {path} is empty, not a varmq database")
-    _refuse_blank_database(path)
-    try:
-        return sqliteq.new(path)
-    except sqliteq.SqliteqError as exc:
-        raise CliError(f"varmq: not a varmq database: {exc}") from None
-
-
-def _refuse_blank_database(path: str) -> None:
-    """sqliteq would set up a SQLite file without tables; an operator tool must not."""
-    uri = "file:" + os.path.abspath(path) + "?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True)
-        try:
-            tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        return  # sqliteq.new names what is wrong with the file
-    if tables == 0:
-        raise CliError(f"varmq: {path} is an empty SQLite database, not a varmq database")
-
-
-def _open_redis(url: str) -> Any:
-    try:
-        import redis
-
-        import redisq
-    except ImportError:
-        raise CliError(
-            "varmq: Redis URLs need the redis extra: pip install 'varmq[redis]'"
-        ) from None
-    where = _redact(url)
-    try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5.0, socket_timeout=10.0)
-    except ValueError as exc:
-        raise CliError(f"varmq: bad Redis URL {where}: {exc}") from None
-    try:
-        client.ping()
-    except redis.AuthenticationError as exc:
-        client.close()
-        raise CliError(f"varmq: Redis at {where} refused the credentials ({exc})") from None
-    except redis.RedisError as exc:
-        client.close()
-        raise CliError(f"varmq: Redis at {where} is unreachable ({exc})") from None
-    return _ClosingStore(redisq.new(client), client)
-
-
-class _ClosingStore:
-    """A redisq ``Queues`` on a client this command created: closing closes both."""
-
-    def __init__(self, queues: Any, client: Any) -> None:
-        self._queues = queues
-        self._client = client
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._queues, name)
-
-    def close(self) -> None:
-        try:
-            self._queues.close()
-        finally:
-            self._client.close()
-
-
-def _redact(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    credentials, at, host = rest.rpartition("@")
-    if not at:
-        return url
-    user = credentials.partition(":")[0]
-    return f"{scheme}{sep}{user + ':***' if user else '***'}@{host}"
-
-
-def _queue(store: Any, name: str, url: str) -> Any:
-    known = dict(store.list_queues())
-    if name not in known:
-        listed = ", ".join(sorted(known)) or "none"
-        raise CliError(f"varmq: no queue named {name!r} in {url} (queues: {listed})")
-    return store.open_queue(name)
-
-
-# -- commands ---------------------------------------------------------------------------------
-
-
-def _all_stats(store: Any) -> list[dict[str, Any]]:
-    rows = []
-    for name, kind in sorted(store.list_queues()):
-        stats = store.open_queue(name).stats()
-        rows.append({"name": name, "kind": kind, **{k: stats.get(k, 0) for k in _STATS_COLUMNS}})
-    return rows
-
-
-def _stats_table(rows: list[dict[str, Any]], out: TextIO) -> None:
+def _stats_table(rows: list[QueueRow], out: TextIO) -> None:
     header = ("QUEUE", "KIND", "WAITING", "IN_FLIGHT", "DELAYED", "DEAD", "OLDEST_AGE")
     body = [
         (
-            r["name"],
-            r["kind"],
-            *(str(int(r[k])) for k in _STATS_COLUMNS[:4]),
-            f"{float(r['oldest_age']):.1f}s",
+            (r["name"], r["kind"], *(str(int(r[k])) for k in COUNTS[:4]), f"{r['oldest_age']:.1f}s")
+            if r["reachable"]
+            else (r["name"], r["kind"], "unreachable", "-", "-", "-", "-")
         )
         for r in rows
     ]
@@ -191,32 +70,50 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) ->
         )
 
 
+def _report_unreachable(rows: list[QueueRow], where: str) -> int:
+    """Name each queue whose storage did not answer, on stderr; the exit status."""
+    down = unreachable(rows)
+    for row in down:
+        sys.stderr.write(
+            f"varmq: queue {row['name']!r} in {where} is unreachable: {row['error']}\n"
+        )
+    return 1 if down else 0
+
+
 def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
-    with open_store(args.url) as store:
-        rows = _all_stats(store)
+    with open_store(args.url, read_only=True) as store:
+        where = location(store, args.url)
+        view = StoreView(store)
+        rows = view.rows()
+    if view.error is not None:
+        raise CliError(f"varmq: cannot list the queues in {where}: {view.error}", 1)
     if args.json:
         out.write(json.dumps(rows, indent=2) + "\n")
     elif rows:
         _stats_table(rows, out)
     else:
-        out.write(f"no queues in {args.url}\n")
-    return 0
+        out.write(f"no queues in {where}\n")
+    return _report_unreachable(rows, where)
 
 
 def cmd_watch(args: argparse.Namespace, out: TextIO) -> int:
     if args.interval <= 0:
         raise CliError(f"varmq: --interval must be positive, got {args.interval}")
     clear = out.isatty()
-    with open_store(args.url) as store:
+    with open_store(args.url, read_only=True) as store:
+        where = location(store, args.url)
+        view = StoreView(store)
         shown = 0
         try:
             while args.count is None or shown < args.count:
                 if shown:
                     time.sleep(args.interval)  # the refresh period itself
-                rows = _all_stats(store)
+                rows = view.rows()
                 if clear:
                     out.write("\x1b[H\x1b[2J")
-                out.write(f"{args.url}  {datetime.now().strftime('%H:%M:%S')}\n")
+                out.write(f"{where}  {datetime.now().strftime('%H:%M:%S')}\n")
+                if view.error is not None:
+                    out.write(f"unreachable: {view.error}\n")
                 _stats_table(rows, out)
                 out.flush()
                 shown += 1
@@ -225,12 +122,15 @@ def cmd_watch(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+# -- dead letters -----------------------------------------------------------------------------
+
+
 def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
-    with open_store(args.url) as store:
-        letters = _queue(store, args.queue, args.url).dead_letters(args.limit)
-    rows = [_dead_row(d) for d in letters]
+    with open_store(args.url, read_only=True) as store:
+        queue = _queue(StoreView(store), args.queue, location(store, args.url))
+        rows = dead_letter_rows(queue.dead_letters(args.limit))
     if args.json:
-        out.write(json.dumps(rows, indent=2) + "\n")
+        out.write(json.dumps(rows, indent=2, default=repr) + "\n")
         return 0
     if not rows:
         out.write(f"no dead letters in queue {args.queue!r}\n")
@@ -249,23 +149,6 @@ def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _dead_row(letter: dict[str, Any]) -> dict[str, Any]:
-    item = letter.get("item", b"")
-    text = item.decode("utf-8", "replace") if isinstance(item, bytes | bytearray) else str(item)
-    try:
-        job_id = json.loads(text).get("id", "")
-    except (ValueError, AttributeError):
-        job_id = ""
-    return {
-        "key": str(letter["key"]),
-        "id": job_id,
-        "attempts": int(letter.get("attempts", 0)),
-        "error": str(letter.get("error", "")),
-        "dead_at": float(letter.get("dead_at", 0.0)),
-        "item": text,
-    }
-
-
 def _clip(text: str, width: int) -> str:
     line = " ".join(text.split())
     return line if len(line) <= width else line[: width - 1] + "…"
@@ -275,7 +158,7 @@ def cmd_requeue_dead(args: argparse.Namespace, out: TextIO) -> int:
     if args.all == bool(args.keys):
         raise CliError("varmq: requeue-dead needs either --all or dead-letter KEYs (not both)")
     with open_store(args.url) as store:
-        queue = _queue(store, args.queue, args.url)
+        queue = _queue(StoreView(store), args.queue, location(store, args.url))
         n = queue.requeue_dead(None if args.all else list(args.keys))
     out.write(f"requeued {n} dead letter{'s' if n != 1 else ''} of queue {args.queue!r}\n")
     if args.keys and n < len(args.keys):
@@ -286,9 +169,9 @@ def cmd_requeue_dead(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_purge(args: argparse.Namespace, out: TextIO) -> int:
     with open_store(args.url) as store:
-        queue = _queue(store, args.queue, args.url)
+        queue = _queue(StoreView(store), args.queue, location(store, args.url))
         what = "dead letters" if args.dead else "waiting jobs"
-        count = int(queue.stats().get("dead" if args.dead else "waiting", 0))
+        count = int(queue.stats()["dead" if args.dead else "waiting"])
         if not args.yes and not _confirm(f"Delete {count} {what} of queue {args.queue!r}?"):
             sys.stderr.write("varmq: not confirmed; nothing deleted\n")
             return 1
@@ -321,21 +204,37 @@ def _load_workers(target: str) -> list[Any]:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: the project's own modules
     try:
         found: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"varmq: cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # not found, or the module itself raised while importing
+        raise CliError(
+            f"varmq: cannot import {module_name!r}: {type(exc).__name__}: {_one_line(exc)}"
+        ) from None
     for part in attribute.split("."):
         try:
             found = getattr(found, part)
         except AttributeError:
             raise CliError(f"varmq: {module_name!r} has no attribute {attribute!r}") from None
     if not isinstance(found, BaseWorker) and callable(found):
-        found = found()
-    workers = [found] if isinstance(found, BaseWorker) else list(found or [])
+        try:
+            found = found()
+        except Exception as exc:
+            raise CliError(
+                f"varmq: calling {target} raised {type(exc).__name__}: {_one_line(exc)}"
+            ) from None
+    if isinstance(found, BaseWorker):
+        workers = [found]
+    elif isinstance(found, list | tuple | set | frozenset):
+        workers = list(found)
+    else:
+        workers = []
     if not workers or not all(isinstance(w, BaseWorker) for w in workers):
         raise CliError(
             f"varmq: {target} is not a worker, nor a callable returning one or several workers"
         )
     return workers
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
 
 
 def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
@@ -379,12 +278,14 @@ def _positive_int(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="varmq",
-        description="Run varmq workers, and inspect varmq queues in a SQLite file or on Redis.",
-        epilog="URL: a SQLite file (sqlite: prefix optional) or redis://, rediss://, unix:// "
-        "URL. Exit codes: 0 ok, 1 failed or not confirmed, 2 bad input.",
+        description="Run varmq workers, and inspect varmq queues in a SQLite file, on Redis, or "
+        "in any store whose adapter registers its URL scheme.",
+        epilog="URL: a SQLite file (sqlite: prefix optional), a redis://, rediss:// or unix:// "
+        "URL, or a URL an installed adapter takes. stats, watch and dead open it read-only. "
+        "Exit codes: 0 ok, 1 failed or not confirmed, 2 bad input.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    url_help = "SQLite file or Redis URL"
+    url_help = "SQLite file, Redis URL or another store's URL"
 
     p = sub.add_parser(
         "worker",
@@ -456,12 +357,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         sys.stderr.write(f"{exc}\n")
         return exc.code
+    except StoreError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
         return 0
     except Exception as exc:  # a storage failure mid-command: one line, not a traceback
-        sys.stderr.write(f"varmq: {args.command} failed: {type(exc).__name__}: {exc}\n")
+        message = f"varmq: {args.command} failed: {type(exc).__name__}: {exc}"
+        sys.stderr.write(scrub(message, getattr(args, "url", "")) + "\n")
         return 1
 
 

@@ -51,6 +51,16 @@ def http(method: str, url: str, token: str | None = None, header: str | None = N
         return Reply(exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read())
 
 
+@pytest.fixture
+def workers() -> Iterator[list[Any]]:
+    """Workers a test makes (it appends them); stopped when it ends."""
+    made: list[Any] = []
+    yield made
+    for worker in made:
+        worker.stop()
+        worker.wait_until_stopped(10)
+
+
 class _ReadyServer(uvicorn.Server):
     """A uvicorn server that sets an event once it listens."""
 

@@ -66,6 +66,8 @@ class RestContract:
         """``api(workers_dict=..., **options)``: serve an app and return its base URL."""
 
         def make(**options: Any) -> str:
+            if "token" not in options:
+                options.setdefault("insecure", True)
             return serve(type(self).factory(**options))
 
         return make
@@ -164,7 +166,17 @@ class RestContract:
         body = reply.json()
         assert body["name"] == worker.name
         assert body["concurrency"] == 2
-        assert body["metrics"] == {"submitted": 2, "completed": 2, "successful": 2, "failed": 0}
+        assert body["metrics"] == {
+            "submitted": 2,
+            "completed": 2,
+            "successful": 2,
+            "failed": 0,
+            "retried": 0,
+            "dead_lettered": 0,
+            "lost": 0,
+            "timed_out": 0,
+            "released": 0,
+        }
 
     def test_unknown_worker_is_404_for_details_actions_and_concurrency(self, api: Any) -> None:
         base = api(workers={})
@@ -309,6 +321,7 @@ class RestContract:
             ("PATCH", f"/workers/{worker.name}/actions/stop"),
             ("PATCH", f"/workers/{worker.name}/config/concurrency/9"),
             ("GET", "/queues"),
+            ("GET", "/queues/q/dead"),
             ("GET", "/nothing"),
         ]:
             for header in (None, "Bearer wrong", "Bearer s3cret2", "Basic s3cret", "s3cret"):
@@ -320,16 +333,26 @@ class RestContract:
         assert http("GET", base + "/workers", token="s3cret").status == 200
         assert http("GET", base + "/workers", header="bearer s3cret").status == 200
 
-    def test_app_without_a_token_logs_a_warning_at_creation(
-        self, caplog: pytest.LogCaptureFixture
+    @pytest.mark.parametrize("token", ["", " ", "\t\n"])
+    def test_an_empty_or_blank_token_is_refused_when_the_app_is_made(self, token: str) -> None:
+        with pytest.raises(ValueError, match="empty or blank"):
+            type(self).factory(token=token, workers={})
+
+    def test_no_token_at_all_needs_insecure_true_and_then_warns(
+        self, api: Any, workers: list[Any], caplog: pytest.LogCaptureFixture
     ) -> None:
-        with caplog.at_level(logging.WARNING, logger="varmq.rest"):
+        with pytest.raises(ValueError, match="insecure=True"):
             type(self).factory(workers={})
-        assert any("no token" in r.getMessage() for r in caplog.records)
-        caplog.clear()
+        with pytest.raises(ValueError, match="one or the other"):
+            type(self).factory(token="t", insecure=True, workers={})
         with caplog.at_level(logging.WARNING, logger="varmq.rest"):
             type(self).factory(token="t", workers={})
         assert not caplog.records
+        worker = self.new_worker(workers)
+        with caplog.at_level(logging.WARNING, logger="varmq.rest"):
+            base = api(insecure=True, workers={worker.name: worker})
+        assert any("insecure=True" in r.getMessage() for r in caplog.records)
+        assert http("PATCH", base + f"/workers/{worker.name}/actions/pause").status == 200
 
     # -- queues -------------------------------------------------------------------------------
 
@@ -382,3 +405,130 @@ class RestContract:
         reply = http("GET", api(workers={worker.name: worker}) + "/queues/unknown")
         assert reply.status == 404
         assert reply.json() == {"error": "queue not found"}
+
+    # -- storage that cannot answer -----------------------------------------------------------
+
+    def test_health_is_503_naming_the_queues_whose_storage_cannot_answer(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        storage = MemoryStorage()
+        worker = self.new_worker(workers)
+        worker.pause()
+        assert worker.wait_until_paused(10)
+        worker.with_persistent_queue(storage.new_queue("orders"))
+        worker.bind_queue(name="local")
+        base = api(token="t", workers={worker.name: worker})
+        assert http("GET", base + "/health").json() == {"status": "ok"}
+        with storage.outage(ConnectionError("orders storage down at 10.1.2.3")):
+            health = http("GET", base + "/health")
+            listed = {q["name"]: q for q in http("GET", base + "/queues", token="t").json()}
+        assert health.status == 503
+        assert health.json() == {
+            "status": "unavailable",
+            "unreachable": [{"name": "orders", "storage": "varmq"}],
+        }
+        assert b"10.1.2.3" not in health.body  # /health needs no token: no error text there
+        orders = listed["orders"]
+        assert orders["reachable"] is False and orders["waiting"] is None
+        assert "orders storage down" in orders["error"]
+        assert listed["local"]["reachable"] is True and listed["local"]["waiting"] == 0
+        assert http("GET", base + "/health").status == 200
+
+    # -- dead letters -------------------------------------------------------------------------
+
+    def _buried(self, workers: list[Any], n: int) -> tuple[Any, MemoryStorage]:
+        storage = MemoryStorage()
+        worker = self.new_worker(workers)
+        worker.pause()
+        assert worker.wait_until_paused(10)
+        worker.with_persistent_queue(storage.new_queue("orders"))
+        producer = storage.new_queue("orders")
+        for i in range(n):
+            assert producer.enqueue(b'{"id": "job-%d", "status": "Created", "data": %d}' % (i, i))
+            taken = producer.dequeue_with_ack_id()
+            assert taken is not None and producer.dead_letter(taken[1], f"boom {i}")
+        return worker, storage
+
+    def test_dead_letters_of_a_bound_queue_are_listed_oldest_first(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        worker, _ = self._buried(workers, 3)
+        base = api(token="t", workers={worker.name: worker})
+        reply = http("GET", base + "/queues/orders/dead", token="t")
+        assert reply.status == 200
+        letters = reply.json()
+        assert [(d["id"], d["data"], d["error"]) for d in letters] == [
+            ("job-0", 0, "boom 0"),
+            ("job-1", 1, "boom 1"),
+            ("job-2", 2, "boom 2"),
+        ]
+        assert {"key", "attempts", "dead_at", "item"} <= set(letters[0])
+        limited = http("GET", base + "/queues/orders/dead?limit=2", token="t").json()
+        assert [d["id"] for d in limited] == ["job-0", "job-1"]
+
+    def test_dead_letters_of_an_in_memory_queue_are_listed_too(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        def fail(job: varmq.Job[Any]) -> None:
+            raise ValueError("always")
+
+        worker = self.new_worker(workers, fail, retry=varmq.Retry(max_attempts=1))
+        job = worker.bind_queue(name="mem").add({"n": 1})
+        assert job is not None and worker.wait_until_idle(10)
+        letters = http("GET", api(workers={worker.name: worker}) + "/queues/mem/dead").json()
+        assert [(d["data"], d["item"]) for d in letters] == [({"n": 1}, None)]
+        assert letters[0]["error"].startswith("ValueError: always")
+
+    @pytest.mark.parametrize("limit", ["0", "-1", "x", "10001", "1.5", ""])
+    def test_a_bad_dead_letter_limit_is_400(self, api: Any, workers: list[Any], limit: str) -> None:
+        worker, _ = self._buried(workers, 1)
+        base = api(workers={worker.name: worker})
+        reply = http("GET", base + f"/queues/orders/dead?limit={limit}")
+        assert reply.status == 400
+        assert "invalid limit" in reply.json()["error"]
+
+    def test_dead_letters_of_an_unknown_or_unreachable_queue(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        worker, storage = self._buried(workers, 1)
+        base = api(workers={worker.name: worker})
+        assert http("GET", base + "/queues/nope/dead").json() == {"error": "queue not found"}
+        with storage.outage(ConnectionError("gone")):
+            reply = http("GET", base + "/queues/orders/dead")
+        assert reply.status == 503
+        assert "queue 'orders' is unreachable" in reply.json()["error"]
+
+    # -- control calls are bounded ------------------------------------------------------------
+
+    def test_control_calls_on_a_hanging_worker_answer_in_time_and_health_still_answers(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        gate = Gate()
+        worker = self.new_worker(workers, gate, n=1)
+        assert worker.bind_queue().add(1) is not None
+        assert gate.started.acquire(timeout=10)
+        base = api(workers={worker.name: worker}, control_timeout=0.2, control_threads=2)
+        replies: list[Any] = []
+        lock = threading.Lock()
+
+        def restart() -> None:
+            reply = http("PATCH", base + f"/workers/{worker.name}/actions/restart")
+            with lock:
+                replies.append(reply)
+
+        callers = [threading.Thread(target=restart) for _ in range(8)]
+        try:
+            for caller in callers:
+                caller.start()
+            for caller in callers:
+                caller.join(10)
+            statuses = sorted(r.status for r in replies)
+            assert len(statuses) == 8 and set(statuses) <= {409, 503}, statuses
+            assert 503 in statuses  # the first: still running, goes on in the background
+            busy = [r.json()["error"] for r in replies if r.status == 409]
+            assert all("still busy with a restart" in e for e in busy)
+            assert http("GET", base + "/health").json() == {"status": "ok"}
+            assert http("GET", base + "/workers").status == 200
+        finally:
+            gate.open()
+        assert worker.wait_until_idle(10)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.parser import text_string_to_metric_families
 
 import varmq
+from varmq.ops import COUNTERS
 from varmq.prometheus import VarmqCollector
 from varmq.testing.storage import MemoryStorage
 
@@ -31,15 +33,6 @@ def _scrape(base: str) -> tuple[Samples, dict[str, str]]:
         for sample in family.samples:
             samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
     return samples, types
-
-
-@pytest.fixture
-def workers() -> Iterator[list[Any]]:
-    made: list[Any] = []
-    yield made
-    for worker in made:
-        worker.stop()
-        worker.wait_until_stopped(10)
 
 
 @pytest.fixture
@@ -82,7 +75,7 @@ def test_worker_counters_and_gauges_are_exported_with_units_and_labels(
     assert samples[("varmq_worker_concurrency", w)] == 3
     assert samples[("varmq_worker_status", (("status", "Idle"), *w))] == 1
     assert samples[("varmq_worker_status", (("status", "Paused"), *w))] == 0
-    for counter in ("submitted", "completed", "successful", "failed"):
+    for counter in COUNTERS:
         assert types[f"varmq_jobs_{counter}"] == "counter"
     assert types["varmq_worker_concurrency"] == "gauge"
 
@@ -168,7 +161,7 @@ def test_process_label_goes_on_per_process_series_only(
     assert ("varmq_queue_waiting", (("queue", "jobs"),)) in samples
 
 
-def test_a_failing_storage_leaves_its_queue_out_and_the_scrape_answers(
+def test_a_storage_that_cannot_answer_is_down_with_its_counts_left_out(
     exporter: Callable[..., str], caplog: pytest.LogCaptureFixture
 ) -> None:
     class Down:
@@ -177,9 +170,142 @@ def test_a_failing_storage_leaves_its_queue_out_and_the_scrape_answers(
 
     storage = MemoryStorage()
     storage.new_queue("up").enqueue(_JOB)
-    samples, _ = _scrape(
+    samples, types = _scrape(
         exporter(workers={}, queues={"down": Down(), "up": storage.open_queue("up")})
     )
     assert samples[("varmq_queue_waiting", (("queue", "up"),))] == 1
-    assert not any(labels == (("queue", "down"),) for _, labels in samples)
+    assert samples[("varmq_queue_storage_up", (("queue", "up"),))] == 1
+    assert samples[("varmq_queue_storage_up", (("queue", "down"),))] == 0
+    assert types["varmq_queue_storage_up"] == "gauge"
+    down = [name for name, labels in samples if labels == (("queue", "down"),)]
+    assert down == ["varmq_queue_storage_up"]  # no count at all, never a 0
     assert any("storage unreachable" in r.getMessage() for r in caplog.records)
+
+
+def test_a_bound_queue_whose_storage_cannot_answer_is_down_not_empty(
+    exporter: Callable[..., str], workers: list[Any]
+) -> None:
+    storage = MemoryStorage()
+    worker = varmq.new_worker(lambda job: None, 1, name=f"o-{uuid.uuid4().hex[:6]}")
+    workers.append(worker)
+    worker.pause()
+    assert worker.wait_until_paused(10)
+    worker.with_persistent_queue(storage.new_queue("orders"))
+    base = exporter(workers=[worker])
+    q = (("queue", "orders"),)
+    with storage.outage():
+        samples, _ = _scrape(base)
+    assert samples[("varmq_queue_storage_up", q)] == 0
+    assert ("varmq_queue_waiting", q) not in samples
+    samples, _ = _scrape(base)
+    assert samples[("varmq_queue_storage_up", q)] == 1
+    assert samples[("varmq_queue_waiting", q)] == 0
+
+
+def test_a_store_whose_listing_fails_reports_the_queues_it_knew_as_down(
+    exporter: Callable[..., str],
+) -> None:
+    storage = MemoryStorage()
+    storage.new_queue("a").enqueue(_JOB)
+    base = exporter(workers={}, queues=storage)
+    assert _scrape(base)[0][("varmq_queue_storage_up", (("queue", "a"),))] == 1
+    with storage.outage():
+        samples, _ = _scrape(base)
+    assert samples[("varmq_queue_storage_up", (("queue", "a"),))] == 0
+    assert ("varmq_queue_waiting", (("queue", "a"),)) not in samples
+
+
+# -- counters, durations, stuck jobs ----------------------------------------------------------
+
+
+def test_every_counter_of_the_metrics_is_exported(
+    exporter: Callable[..., str], workers: list[Any]
+) -> None:
+    def slow(job: varmq.Job[Any]) -> None:
+        threading.Event().wait(0.3)  # runs past its timeout on purpose
+
+    name = f"t-{uuid.uuid4().hex[:6]}"
+    worker = varmq.new_worker(
+        slow,
+        1,
+        name=name,
+        timeout=0.05,
+        retry=varmq.Retry(max_attempts=2, backoff=0),
+        log_failures=False,
+    )
+    workers.append(worker)
+    job = worker.bind_queue().add(1)
+    assert job is not None and job.wait(10)  # closed once dead-lettered, after its retry
+    samples, _ = _scrape(exporter(workers=[worker]))
+    w = (("worker", name),)
+    got = {c: samples[(f"varmq_jobs_{c}_total", w)] for c in COUNTERS}
+    assert got == {c: float(getattr(worker.metrics, c)) for c in COUNTERS}
+    assert (got["timed_out"], got["retried"], got["dead_lettered"], got["failed"]) == (2, 1, 1, 2)
+
+
+def test_no_series_for_a_status_no_worker_can_have(
+    exporter: Callable[..., str], workers: list[Any]
+) -> None:
+    worker = varmq.new_worker(lambda job: None, 1, name=f"s-{uuid.uuid4().hex[:6]}")
+    workers.append(worker)
+    samples, _ = _scrape(exporter(workers=[worker]))
+    statuses = {dict(labels)["status"] for name, labels in samples if name == "varmq_worker_status"}
+    assert "Unknown" not in statuses and "Idle" in statuses
+
+
+def test_job_durations_are_a_histogram_per_worker(
+    exporter: Callable[..., str], workers: list[Any]
+) -> None:
+    name = f"d-{uuid.uuid4().hex[:6]}"
+    release = threading.Event()
+
+    def run(job: varmq.Job[Any]) -> None:
+        if job.data == "slow":
+            release.wait(10)
+
+    worker = varmq.new_worker(run, 2, name=name)
+    workers.append(worker)
+    base = exporter(workers=[worker], duration_buckets=[0.5, 60.0])  # observing from here on
+    queue = worker.bind_queue()
+    queue.add("fast")
+    queue.add("fast")
+    slow = queue.add("slow")
+    assert slow is not None
+    assert not slow.wait(0.6)  # the slow job runs longer than the first bucket on purpose
+    release.set()
+    assert worker.wait_until_idle(10)
+    samples, types = _scrape(base)
+    assert types["varmq_job_duration_seconds"] == "histogram"
+    w = ("worker", name)
+
+    def bucket(le: str) -> float:
+        return samples[("varmq_job_duration_seconds_bucket", tuple(sorted([("le", le), w])))]
+
+    assert (bucket("0.5"), bucket("60.0"), bucket("+Inf")) == (2, 3, 3)
+    assert samples[("varmq_job_duration_seconds_count", (w,))] == 3
+    assert samples[("varmq_job_duration_seconds_sum", (w,))] > 0.5
+
+
+def test_the_oldest_running_job_of_each_queue_is_exported(
+    exporter: Callable[..., str], workers: list[Any]
+) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def stuck(job: varmq.Job[Any]) -> None:
+        started.set()
+        release.wait(10)
+
+    worker = varmq.new_worker(stuck, 1, name=f"r-{uuid.uuid4().hex[:6]}")
+    workers.append(worker)
+    base = exporter(workers=[worker])
+    worker.bind_queue(name="stuck").add(1)
+    worker.bind_queue(name="calm")
+    try:
+        assert started.wait(10)
+        assert not release.wait(0.2)  # let the job grow old on purpose
+        samples, types = _scrape(base)
+    finally:
+        release.set()
+    assert types["varmq_queue_oldest_running_age_seconds"] == "gauge"
+    assert samples[("varmq_queue_oldest_running_age_seconds", (("queue", "stuck"),))] >= 0.2
+    assert samples[("varmq_queue_oldest_running_age_seconds", (("queue", "calm"),))] == 0

@@ -31,5 +31,5 @@ def test_root_path_set_by_the_server_is_stripped_before_routing(
         original(self, app, **{**kw, "root_path": "/api"})
 
     monkeypatch.setattr(uvicorn.Config, "__init__", with_root_path)
-    base = serve_asgi(asgi_app(workers={}))
+    base = serve_asgi(asgi_app(workers={}, insecure=True))
     assert http("GET", base + "/health").json() == {"status": "ok"}

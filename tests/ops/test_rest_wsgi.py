@@ -40,7 +40,7 @@ def _mount(prefix: str, app: Any) -> Any:
 def test_app_mounted_under_script_name_routes_on_path_info(
     serve_wsgi: Callable[[Any], str],
 ) -> None:
-    base = serve_wsgi(_mount("/ops", wsgi_app(workers={})))
+    base = serve_wsgi(_mount("/ops", wsgi_app(workers={}, insecure=True)))
     assert http("GET", base + "/ops/health").json() == {"status": "ok"}
     assert http("GET", base + "/ops/workers").json() == []
 
@@ -51,7 +51,7 @@ def test_worker_names_in_utf8_are_found_from_the_latin1_path_info(
     name = f"zürich-{uuid.uuid4().hex[:6]}"
     worker = varmq.new_worker(lambda job: None, 1, name=name)
     try:
-        base = serve_wsgi(wsgi_app(workers={name: worker}))
+        base = serve_wsgi(wsgi_app(workers={name: worker}, insecure=True))
         reply = http("GET", base + "/workers/" + "z%C3%BCrich" + name[len("zürich") :])
         assert reply.status == 200
         assert reply.json()["name"] == name

@@ -1,0 +1,140 @@
+"""``varmq worker MODULE:ATTR``, run as a subprocess on a module of the test's own.
+
+The module (written to a temporary directory, which is the command's working directory, as a
+project's own modules are) holds in-memory workers; its ``on_startup`` hook and job functions
+print to stdout, which is how the test knows the service is up or a job is running before it
+sends SIGTERM.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_MODULE = """
+import threading
+
+import varmq
+
+
+def ready():
+    print("ready", flush=True)
+
+
+def run(job):
+    if job.data == "hang":
+        print("running", flush=True)
+        threading.Event().wait()  # never ends: left to the process's exit
+
+
+worker = varmq.new_worker(run, 2, name="svc", auto_run=False, on_startup=ready)
+worker.bind_queue().add("quick")
+
+
+def hanging():
+    stuck = varmq.new_worker(run, 1, name="stuck", auto_run=False)
+    stuck.bind_queue().add("hang")
+    return stuck
+
+
+def broken():
+    raise RuntimeError("no config\\nsecond line")
+
+
+not_a_worker = 42
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "svc_jobs.py").write_text(_MODULE)
+    (tmp_path / "explodes.py").write_text("raise RuntimeError('at import')\n")
+    return tmp_path
+
+
+def _start(project: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "varmq", "worker", *args],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_for_line(process: subprocess.Popen[str], expected: str) -> None:
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    assert line == expected, (line, process.stderr.read() if process.stderr else "")
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("svc_jobs", "expected MODULE:ATTR"),
+        (":worker", "expected MODULE:ATTR"),
+        ("svc_jobs:", "expected MODULE:ATTR"),
+        ("no_such_module_here:worker", "cannot import 'no_such_module_here'"),
+        ("explodes:worker", "cannot import 'explodes': RuntimeError: at import"),
+        ("svc_jobs:nothing", "has no attribute 'nothing'"),
+        ("svc_jobs:not_a_worker", "is not a worker"),
+        ("svc_jobs:broken", "calling svc_jobs:broken raised RuntimeError: no config second"),
+    ],
+)
+def test_a_bad_module_attr_exits_2_with_one_line(project: Path, target: str, message: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "varmq", "worker", target],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert message in lines[0]
+
+
+def test_a_negative_grace_exits_2(project: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "varmq", "worker", "svc_jobs:worker", "--grace", "-1"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--grace must be >= 0" in done.stderr
+
+
+def _sigterm_once(project: Path, target: str, grace: str, when: str) -> tuple[int, str]:
+    """Run ``varmq worker target``, send SIGTERM once stdout says ``when``; (status, stderr)."""
+    process = _start(project, target, "--grace", grace)
+    try:
+        _wait_for_line(process, when)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    return process.returncode, err
+
+
+def test_sigterm_stops_the_service_cleanly_with_exit_0_and_a_summary_line(project: Path) -> None:
+    status, err = _sigterm_once(project, "svc_jobs:worker", "5", when="ready")
+    assert status == 0, err
+    assert "varmq: stopped 1 worker" in err and "after SIGTERM" in err
+    assert "0 still running" in err
+    assert "Traceback" not in err
+
+
+def test_a_job_still_running_past_the_grace_makes_the_exit_status_1(project: Path) -> None:
+    status, err = _sigterm_once(project, "svc_jobs:hanging", "0.3", when="running")
+    assert status == 1, err
+    assert "1 still running" in err
+    assert "left to their leases" in err
