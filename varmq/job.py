@@ -345,11 +345,15 @@ class EnqueuedJob(Job[T]):
             return True
 
     def _back_to_queue(self) -> None:
-        """After a failed run that will be retried: waiting again, one attempt further."""
+        """After a failed run that will be retried: waiting again, one attempt further (and not
+        cancelled: a timeout ended the last run, not the next one)."""
         with _stripe(self):
             if self._status is _PROCESSING:
                 self._status = _QUEUED
                 self.attempt += 1
+                extra = self._extra
+                if extra is not None:
+                    extra.halt = None
 
     def _complete(self, value: Any, error: BaseException | None) -> None:
         """Record the outcome of a run, close the job and release everyone waiting."""

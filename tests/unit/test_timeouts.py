@@ -132,3 +132,27 @@ def test_a_bad_timeout_is_refused() -> None:
     worker = varmq.new_worker(lambda job: None, auto_run=False)
     with pytest.raises(TypeError, match="timeout must be a number"):
         worker.bind_queue().add(1, timeout="5")  # type: ignore[arg-type]
+
+
+def test_the_next_attempt_after_a_timeout_starts_with_cancelled_cleared() -> None:
+    seen: list[tuple[int, bool]] = []
+    returned = threading.Event()
+
+    def run(job: varmq.Job[Any]) -> None:
+        if job.attempt == 1:
+            job.cancelled.wait(WAIT)  # runs into its timeout, then returns
+            return
+        seen.append((job.attempt, job.cancelled.is_set()))
+        returned.set()
+
+    worker = varmq.new_worker(
+        run,
+        2,
+        timeout=0.2,
+        retry=varmq.Retry(max_attempts=2, backoff=0.0, jitter=False),
+        log_failures=False,
+    )
+    worker.bind_queue().add(1)
+    assert returned.wait(WAIT)
+    assert seen == [(2, False)]
+    assert worker.stop_and_wait(WAIT)
