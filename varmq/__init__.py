@@ -31,11 +31,14 @@ from .errors import (
     ForkedWorkerError,
     JobAlreadyClosedError,
     JobCancelledError,
+    JobFailedError,
+    JobNotFoundError,
     JobProcessingError,
     JobTimeoutError,
     LeaseLostError,
     NotRunningWorkerError,
     ParseJobError,
+    ResultNotJSONError,
     RunningWorkerError,
     SameConcurrencyError,
     VarMQError,
@@ -66,6 +69,7 @@ from .metrics import DurationHistogram, Metrics
 from .options import ErrorHandler, WorkerOptions
 from .protocols import IDistributedPriorityQueue, IDistributedQueue
 from .queues import MemoryPriorityQueue, MemoryQueue
+from .records import JobError, JobRecord
 from .registry import get_worker, workers
 from .retry import DeadLetter, NoRetry, Retry
 from .service import run, run_async
@@ -97,7 +101,11 @@ __all__ = [
     "Job",
     "JobAlreadyClosedError",
     "JobCancelledError",
+    "JobError",
+    "JobFailedError",
+    "JobNotFoundError",
     "JobProcessingError",
+    "JobRecord",
     "JobTimeoutError",
     "JobStatus",
     "LeaseLostError",
@@ -112,6 +120,7 @@ __all__ = [
     "PriorityQueue",
     "Queue",
     "Result",
+    "ResultNotJSONError",
     "Retry",
     "ResultWorker",
     "RunningWorkerError",

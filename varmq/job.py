@@ -93,6 +93,11 @@ class Job(Generic[T]):
             else:
                 self._halt = True
 
+    def _cancel_requested(self) -> bool:
+        """Whether the job was asked to stop (before it started, only a cancel does that)."""
+        event = self._halt
+        return event is True or (isinstance(event, threading.Event) and event.is_set())
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, data={self.data!r})"
 

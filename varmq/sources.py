@@ -24,17 +24,25 @@ from enum import Enum
 from typing import Any, Protocol
 
 from . import envelope
-from .errors import FailedToCastJobError, FailedToDequeueError, ParseJobError
+from .errors import (
+    FailedToCastJobError,
+    FailedToDequeueError,
+    JobCancelledError,
+    ParseJobError,
+)
 from .job import FailedJob, Job, as_handle, cancel_waiting
+from .memory_records import JobBook
 from .protocols import QueueStats
 from .queues import DeadLetters, DelayedJobs, MemoryPriorityQueue, MemoryQueue
 from .retry import Outcome, Retry, after_failure
 
-__all__ = ["Decode", "MemorySource", "Report", "Source", "Step"]
+__all__ = ["CancelRunning", "Decode", "MemorySource", "Report", "Source", "Step"]
 
 log = logging.getLogger("varmq.worker")
 
 Decode = Callable[[Any], Any]
+CancelRunning = Callable[["Source", Job[Any]], None]
+"""How a source asks its worker to cancel a job of its that runs (as a timeout would)."""
 
 
 class Report(Protocol):
@@ -73,6 +81,9 @@ class Source:
 
     #: What ``queue_stats`` reports as the storage of this kind of source.
     storage_label = "memory"
+    #: Whether a job of this source may be cancelled while it runs (its queue keeps job
+    #: records): the runner then settles it through the timer, as it would at a timeout.
+    cancellable = False
 
     def __init__(
         self,
@@ -87,6 +98,7 @@ class Source:
         decode: Decode | None,
         poll: float,
         on_delayed: Callable[[], None],
+        cancel_running: CancelRunning | None = None,
     ) -> None:
         self.storage = storage
         self.label = label
@@ -97,6 +109,7 @@ class Source:
         self.decode = decode
         self._report = report
         self._on_delayed = on_delayed
+        self._cancel_running = cancel_running
         self._poll = poll
         self.running = 0
         self.buffered = 0
@@ -186,7 +199,10 @@ class Source:
     # -- after a run (outside the lock) --------------------------------------------------
 
     def _failed(self, job: Job[Any], error: BaseException) -> None:
-        """Report a run of ``job`` that raised ``error``."""
+        """Report a run of ``job`` that raised ``error`` (a job cancelled by id is no error of
+        the job's, and is not reported: it is counted ``failed`` all the same)."""
+        if isinstance(error, JobCancelledError):
+            return
         self._report(error, FailedJob(job.id, self.label, job.attempt, job.data))
 
     def settle(self, job: Job[Any], value: Any, error: BaseException | None) -> Outcome:
@@ -263,13 +279,16 @@ class MemorySource(Source):
     """A queue holding the worker's job objects; taking is cheap, done under the lock.
 
     Delayed jobs (``add(delay=)`` and retries) wait in :attr:`delayed` until the timer moves them
-    into the queue; jobs out of attempts go to :attr:`dead`.
+    into the queue; jobs out of attempts go to :attr:`dead`. Bound with ``keep_results``, it
+    keeps job records in :attr:`book` (:mod:`varmq.memory_records`); ``None`` otherwise.
     """
 
-    def __init__(self, storage: Any, **options: Any) -> None:
+    def __init__(self, storage: Any, *, keep_results: float = 0.0, **options: Any) -> None:
         super().__init__(storage, **options)
         self.delayed = DelayedJobs()
         self.dead = DeadLetters()
+        self.book = JobBook(self, keep_results) if keep_results > 0 else None
+        self.cancellable = self.book is not None
 
     def ready_locked(self, now: float) -> bool:
         if self.retry_at > now:
@@ -309,7 +328,11 @@ class MemorySource(Source):
         """
         handle = as_handle(item)
         if handle is not None:
-            return handle if handle._claim() else None
+            if not handle._claim():
+                return None
+            if self.book is not None:
+                self.book.started(handle)
+            return handle
         if isinstance(item, bytes | bytearray | str):
             try:
                 job_id, data, timeout = envelope.decode(item)
@@ -325,6 +348,8 @@ class MemorySource(Source):
         return None
 
     def lock_free_queue(self) -> Any | None:
+        if self.book is not None:
+            return None  # every claim goes through runnable(), where the record hears of it
         return self.storage if type(self.storage) in _LOCK_FREE_QUEUES else None
 
     def length(self) -> int:
@@ -348,11 +373,16 @@ class MemorySource(Source):
                 outcome = Outcome.FAILED  # a job decoded from bytes has no handle to requeue
             elif outcome is Outcome.RETRIED:
                 job._back_to_queue()
-                self.delayed.add(job, time.monotonic() + delay)
+                due = time.monotonic() + delay
+                if self.book is not None:
+                    self.book.retrying(job, due)  # type: ignore[arg-type]
+                self.delayed.add(job, due)
                 self._on_delayed()
                 return outcome
             elif outcome is Outcome.DEAD:
                 self.dead.bury(job, error)
+                if self.book is not None:
+                    self.book.dead(job)  # type: ignore[arg-type]
         job._complete(value, error)
         return outcome
 

@@ -7,7 +7,9 @@ at a given time is each source's business:
 
 - a running plain job whose timeout passed is failed with :class:`~varmq.JobTimeoutError` and
   settled by its source (its ``cancelled`` event set, its lease no longer renewed), while its
-  thread keeps running the function until it returns (see :meth:`Timer.watch`);
+  thread keeps running the function until it returns (see :meth:`Timer.watch`); a job
+  cancelled by id while it runs (:meth:`Timer.cancel`) is settled the same way, at once, with
+  :class:`~varmq.JobCancelledError`;
 - :meth:`~varmq.sources.Source.tick_locked`: an in-memory queue moves its due delayed and
   retried jobs into line; a storage queue last found empty is looked at again every
   ``poll_interval`` seconds (so jobs added by other processes are found even when no
@@ -23,13 +25,14 @@ queue: no thread per job.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from .dispatch import Dispatcher
-from .errors import JobTimeoutError
+from .errors import JobCancelledError, JobTimeoutError
 from .job import Job
 from .retry import Outcome
 from .sources import Source
@@ -41,15 +44,16 @@ __all__ = ["LeaseRenewer", "Timer", "Watch"]
 
 
 class Watch:
-    """A running job with a timeout, watched by the timer until its function returns."""
+    """A running job with a timeout (or one that may be cancelled by id: its timeout is then
+    ``None`` when it has none), watched by the timer until its function returns."""
 
     __slots__ = ("deadline", "job", "source", "timeout")
 
-    def __init__(self, source: Source, job: Job[Any], timeout: float) -> None:
+    def __init__(self, source: Source, job: Job[Any], timeout: float | None) -> None:
         self.source = source
         self.job = job
         self.timeout = timeout
-        self.deadline = time.monotonic() + timeout
+        self.deadline = math.inf if timeout is None else time.monotonic() + timeout
 
 
 class Timer:
@@ -70,8 +74,9 @@ class Timer:
         self._poked = False
         self._waiting = False
 
-    def watch(self, source: Source, job: Job[Any], timeout: float) -> Watch:
-        """Fail ``job`` (just started) if it still runs ``timeout`` seconds from now."""
+    def watch(self, source: Source, job: Job[Any], timeout: float | None) -> Watch:
+        """Fail ``job`` (just started) if it still runs ``timeout`` seconds from now; with
+        ``None``, only watch it so that :meth:`cancel` can settle it."""
         entry = Watch(source, job, timeout)
         with self._cv:
             self._watches[id(entry)] = entry
@@ -87,6 +92,18 @@ class Timer:
         with self._cv:
             return self._watches.pop(id(entry), None) is not None
 
+    def cancel(self, source: Source, job: Job[Any]) -> bool:
+        """Settle the watched ``job`` now as cancelled by id, as a timeout would (its
+        ``cancelled`` event set, its thread left to finish the function); whether it was
+        watched (running, and not settled yet)."""
+        with self._cv:
+            entry = next((w for w in self._watches.values() if w.job is job), None)
+            if entry is None:
+                return False
+            del self._watches[id(entry)]
+        self._settle_early(entry, JobCancelledError(job.id, running=True), timed_out=False)
+        return True
+
     def _expire(self, now: float) -> float | None:
         """Fail the watched jobs whose timeout passed; the next deadline, if any."""
         with self._cv:
@@ -94,19 +111,24 @@ class Timer:
             for entry in due:
                 del self._watches[id(entry)]
             later = min((w.deadline for w in self._watches.values()), default=None)
-        dispatch = self._dispatch
         for entry in due:
-            job, source = entry.job, entry.source
-            job._request_cancel()
-            error = JobTimeoutError(job.id, source.label, entry.timeout)
-            try:
-                outcome = source.settle(job, None, error)
-            except Exception:
-                log.exception("varmq: settling timed-out job %r of %r failed", job.id, source.label)
-                outcome = Outcome.FAILED
-            with dispatch.lock:
-                dispatch.timed_out_locked(outcome)
-        return later
+            assert entry.timeout is not None
+            error = JobTimeoutError(entry.job.id, entry.source.label, entry.timeout)
+            self._settle_early(entry, error, timed_out=True)
+        return None if later == math.inf else later
+
+    def _settle_early(self, entry: Watch, error: BaseException, timed_out: bool) -> None:
+        """Settle a job whose function still runs, with ``error``; its slot is given back when
+        the function returns."""
+        job, source = entry.job, entry.source
+        job._request_cancel()
+        try:
+            outcome = source.settle(job, None, error)
+        except Exception:
+            log.exception("varmq: settling stopped job %r of %r failed", job.id, source.label)
+            outcome = Outcome.FAILED
+        with self._dispatch.lock:
+            self._dispatch.timed_out_locked(outcome, timed_out)
 
     def start(self) -> None:
         with self._cv:

@@ -34,11 +34,12 @@ from .group import (
     Group,
 )
 from .handles import JobMaker, Producer
-from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, FailedJob
+from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, FailedJob, Job
 from .metrics import Metrics
 from .options import ErrorHandler
 from .retry import Retry
 from .runners import AsyncRunner, ThreadRunner
+from .sources import Source
 from .states import State, Status
 from .strategies import Strategy
 from .timer import Timer
@@ -170,6 +171,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
             poison_limit=poison_limit,
             wake_timer=self._wake_timer,
             thread_name=f"varmq:{label}",
+            cancel_running=self._cancel_running,
+            outcomes=self._group_wants,
         )
         if auto_run:
             self.start()
@@ -189,6 +192,11 @@ class BaseWorker(MemoryBinding[T, H, G]):
             return handle
 
         return group, wrap
+
+    def _cancel_running(self, source: Source, job: Job[Any]) -> None:
+        """A job of ``source`` was cancelled by id: stop it if it runs (a job not started yet is
+        settled as cancelled when a slot reaches it)."""
+        self._dispatch.runner.cancel(source, job)
 
     def _wake_timer(self) -> None:
         """Something was put on hold or leased: the timer must run, and may be due sooner."""
@@ -583,8 +591,12 @@ class Worker(BaseWorker[T, EnqueuedJob[T], EnqueuedGroupJob], StorageBinding[T])
     """A worker whose job function returns nothing; it can also bind storage queues."""
 
 
-class ErrWorker(BaseWorker[T, EnqueuedErrJob[T], EnqueuedErrGroupJob]):
-    """A worker whose job function may raise; the exception is the job's error."""
+class ErrWorker(BaseWorker[T, EnqueuedErrJob[T], EnqueuedErrGroupJob], StorageBinding[T]):
+    """A worker whose job function may raise; the exception is the job's error.
+
+    It binds storage queues that keep job records (``keep_results``): the exception is recorded
+    there, for ``handle.result_of(job_id)`` in any process.
+    """
 
     _job_class = EnqueuedErrJob
     _group_class = EnqueuedErrGroupJob
@@ -592,9 +604,15 @@ class ErrWorker(BaseWorker[T, EnqueuedErrJob[T], EnqueuedErrGroupJob]):
 
 
 class ResultWorker(
-    BaseWorker[T, EnqueuedResultJob[T, R], EnqueuedResultGroupJob[R]], Generic[T, R]
+    BaseWorker[T, EnqueuedResultJob[T, R], EnqueuedResultGroupJob[R]],
+    StorageBinding[T],
+    Generic[T, R],
 ):
-    """A worker whose job function returns a value (or raises)."""
+    """A worker whose job function returns a value (or raises).
+
+    It binds storage queues that keep job records (``keep_results``): the value (JSON) or the
+    exception is recorded there, for ``handle.result_of(job_id)`` in any process.
+    """
 
     _job_class = EnqueuedResultJob
     _group_class = EnqueuedResultGroupJob

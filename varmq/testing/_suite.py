@@ -130,6 +130,17 @@ def kinds(of: tuple[QueueKind, ...]) -> pytest.MarkDecorator:
     return pytest.mark.parametrize("kind", of, ids=str)
 
 
+def bind(worker: Any, q: Any, kind: QueueKind) -> Any:
+    """Bind ``q`` to ``worker`` with the ``with_*`` method of its kind; the handle."""
+    if kind.distributed:
+        if kind.priority:
+            return worker.with_distributed_priority_queue(q)
+        return worker.with_distributed_queue(q)
+    if kind.priority:
+        return worker.with_persistent_priority_queue(q)
+    return worker.with_persistent_queue(q)
+
+
 def fresh_name() -> str:
     """A queue name no other test, run or process uses."""
     return f"conformance-{uuid.uuid4().hex}"

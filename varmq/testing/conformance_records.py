@@ -15,13 +15,17 @@ notification test: :class:`~varmq.protocols.IRecordSubscribable`), both in
 - ``cancel`` of a queued, delayed and running job, and what a consumer hears of it at its next
   lease renewal (``extend_lease_or_cancel``);
 - the option checks (``keep_results``, ``keep_results_limit``) and argument checks shared by
-  every storage.
+  every storage;
+- the worker on such a queue: a result worker's values and errors read from another object,
+  a value JSON cannot hold failing its job, a running job cancelled by id (plain and
+  ``async def``), and err and result workers refusing a queue without records.
 
 Queues here are opened with ``keep_results=60`` unless a test says otherwise.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import re
@@ -31,6 +35,7 @@ from typing import Any
 
 import pytest
 
+import varmq
 from varmq.protocols import (
     ENDED_STATES,
     JOB_STATES,
@@ -51,6 +56,7 @@ from varmq.testing._suite import (
     LONG_LEASE,
     WAIT,
     SuiteBase,
+    bind,
     fresh_name,
     kinds,
     priority_arg,
@@ -728,6 +734,133 @@ class RecordConformance(SuiteBase):
         assert _state(q, "job-1") == "running" and _state(q, "job-2") == "queued"
         assert q.acknowledge_with_results([(ack_id, b"1")]) == [True]
 
+    # -- the worker on a queue with records -------------------------------------------------
+
+    @kinds(ALL_KINDS)
+    def test_a_result_worker_keeps_values_and_errors_for_any_process(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        name = fresh_name()
+        q = self.records(harness, kind, name)
+        elsewhere = self.records(harness, QueueKind(kind.priority, True), name)
+
+        def halve(job: varmq.Job[int]) -> dict[str, float]:
+            if job.data < 0:
+                raise ValueError(f"negative: {job.data}")
+            return {"half": job.data / 2}
+
+        worker = varmq.new_result_worker(halve, 4)
+        try:
+            bind(worker, q, kind)
+            producer = _producer(elsewhere, kind)
+            for i in range(20):
+                assert _add_job(producer, kind, i, f"job-{i}")
+            assert _add_job(producer, kind, -1, "negative")
+            for i in range(20):
+                assert producer.result_of(f"job-{i}", timeout=WAIT) == {"half": i / 2}
+            with pytest.raises(varmq.JobFailedError) as failed:
+                producer.result_of("negative", timeout=WAIT)
+            assert (failed.value.error_type, failed.value.message) == ("ValueError", "negative: -1")
+            assert failed.value.state == "failed" and "halve" in failed.value.traceback
+            record = producer.job("job-3")
+            assert record is not None and record.state == "succeeded" and record.attempts == 1
+            assert record.result == {"half": 1.5}
+        finally:
+            worker.stop_and_wait(timeout=WAIT)
+
+    @kinds(ALL_KINDS)
+    def test_a_value_json_cannot_hold_fails_its_job_with_a_clear_error(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        q = self.records(harness, kind)
+        worker = varmq.new_result_worker(lambda job: {1, 2, 3}, 1)
+        try:
+            handle = bind(worker, q, kind)
+            assert _add_job(handle, kind, None, "a-set")
+            with pytest.raises(varmq.JobFailedError, match="ResultNotJSONError") as failed:
+                handle.result_of("a-set", timeout=WAIT)
+            assert "set" in failed.value.message and "JSON" in failed.value.message
+        finally:
+            worker.stop_and_wait(timeout=WAIT)
+        errors = list(worker.errs().queue)
+        assert len(errors) == 1 and isinstance(errors[0], varmq.ResultNotJSONError), errors
+
+    @kinds(ALL_KINDS)
+    def test_a_running_plain_job_cancelled_by_id_sees_job_cancelled_set(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        name = fresh_name()
+        q = self.records(harness, kind, name, lease=LEASE)
+        admin = _producer(self.records(harness, QueueKind(kind.priority, True), name), kind)
+        started, saw_cancel = threading.Event(), threading.Event()
+
+        def long_job(job: varmq.Job[str]) -> str:
+            started.set()
+            if job.cancelled.wait(WAIT):
+                saw_cancel.set()
+            return "finished anyway"
+
+        worker = varmq.new_result_worker(long_job, 2)
+        try:
+            bind(worker, q, kind)
+            assert _add_job(admin, kind, "x", "long")
+            assert started.wait(WAIT)
+            assert admin.cancel("long") is True
+            assert saw_cancel.wait(WAIT), "the job never heard of its cancel"
+            with pytest.raises(varmq.JobFailedError) as cancelled:
+                admin.result_of("long", timeout=WAIT)
+            assert cancelled.value.state == "cancelled"
+            assert worker.wait(WAIT)
+        finally:
+            worker.stop_and_wait(timeout=WAIT)
+        assert worker.errs().empty(), list(worker.errs().queue)  # a cancel is no job error
+        assert worker.metrics.failed == 1 and worker.metrics.successful == 0
+
+    @kinds(ALL_KINDS)
+    def test_a_running_async_job_cancelled_by_id_is_cancelled(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        name = fresh_name()
+        q = self.records(harness, kind, name, lease=LEASE)
+        admin = _producer(self.records(harness, QueueKind(kind.priority, True), name), kind)
+        started, interrupted = threading.Event(), threading.Event()
+
+        async def long_job(job: varmq.Job[str]) -> str:
+            started.set()
+            try:
+                await asyncio.sleep(WAIT * 4)
+            except asyncio.CancelledError:
+                interrupted.set()
+                raise
+            return "never"
+
+        worker: varmq.ResultWorker[str, str] = varmq.new_result_worker(long_job, 2)
+        try:
+            bind(worker, q, kind)
+            assert _add_job(admin, kind, "x", "long")
+            assert started.wait(WAIT)
+            assert admin.cancel("long") is True
+            assert interrupted.wait(WAIT), "the coroutine was not cancelled"
+            with pytest.raises(varmq.JobFailedError, match="cancelled while it ran"):
+                admin.result_of("long", timeout=WAIT)
+        finally:
+            worker.stop_and_wait(timeout=WAIT)
+
+    @kinds(ALL_KINDS)
+    def test_err_and_result_workers_refuse_a_queue_without_records(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IJobRecords)
+        q = self.open(harness, kind)
+        for make in (varmq.new_err_worker, varmq.new_result_worker):
+            worker = make(lambda job: None, 1, auto_run=False)
+            with pytest.raises(ValueError, match="keep_results"):
+                bind(worker, q, kind)
+            plain = varmq.new_worker(lambda job: None, 1, auto_run=False)
+            handle = bind(plain, q, kind)  # a plain worker needs no records
+            with pytest.raises(ValueError, match="keep_results"):
+                handle.job("x")
+
     @contextlib.contextmanager
     def _storage_down(self, harness: StorageHarness) -> Iterator[None]:
         outage = getattr(harness, "outage", None)
@@ -735,3 +868,17 @@ class RecordConformance(SuiteBase):
             pytest.skip("the harness cannot take the storage away (no outage)")
         with outage():
             yield
+
+
+def _producer(q: Any, kind: QueueKind) -> Any:
+    """A producer-only handle on the distributed queue ``q``."""
+    if kind.priority:
+        return varmq.new_distributed_priority_queue(q)
+    return varmq.new_distributed_queue(q)
+
+
+def _add_job(handle: Any, kind: QueueKind, data: Any, job_id: str) -> bool:
+    """``handle.add`` with ``job_id`` (priority 0 on priority queues)."""
+    if kind.priority:
+        return bool(handle.add(data, 0, job_id=job_id))
+    return bool(handle.add(data, job_id=job_id))
