@@ -72,6 +72,7 @@ from .queues import MemoryPriorityQueue, MemoryQueue
 from .records import JobError, JobRecord
 from .registry import get_worker, workers
 from .retry import DeadLetter, NoRetry, Retry
+from .schedules import Schedule
 from .service import run, run_async
 from .states import Status
 from .strategies import Strategy
@@ -125,6 +126,7 @@ __all__ = [
     "ResultWorker",
     "RunningWorkerError",
     "SameConcurrencyError",
+    "Schedule",
     "Status",
     "Strategy",
     "VarMQError",

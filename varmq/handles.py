@@ -96,7 +96,9 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()  # guards _pool's creation
 
 
-def _producer_pool() -> ThreadPoolExecutor:
+def producer_pool() -> ThreadPoolExecutor:
+    """The library's producer threads: storage calls made for coroutines, and the adds of
+    recurring jobs (started on first use, kept for the process)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -105,7 +107,7 @@ def _producer_pool() -> ThreadPoolExecutor:
 
 
 async def _in_pool(call: Callable[..., R], *args: Any) -> R:
-    return await asyncio.get_running_loop().run_in_executor(_producer_pool(), call, *args)
+    return await asyncio.get_running_loop().run_in_executor(producer_pool(), call, *args)
 
 
 async def _call_async(storage: Any, method: str, *args: Any) -> Any:

@@ -15,6 +15,9 @@ at a given time is each source's business:
   ``poll_interval`` seconds (so jobs added by other processes are found even when no
   notification arrives), and again when its back-off after an error ends or a job this process
   delayed or gave back falls due;
+- the worker's recurring jobs (:mod:`varmq.schedules`): while the worker is active, each
+  schedule's due occurrence is handed to the producer threads to add, and the timer wakes at
+  the next one (on the wall clock: occurrences are the same times in every process);
 
 Lease renewals are not its work: each storage queue renews the leases of the jobs it handed out
 on a :class:`LeaseRenewer` thread of its own, so that a storage that hangs (a frozen Redis, a
@@ -33,14 +36,20 @@ from typing import Any
 
 from .dispatch import Dispatcher
 from .errors import JobCancelledError, JobTimeoutError
+from .handles import producer_pool
 from .job import Job
 from .retry import Outcome
+from .schedules import Schedule
 from .sources import Source
 from .states import State
 
 log = logging.getLogger("varmq.worker")
 
 __all__ = ["LeaseRenewer", "Timer", "Watch"]
+
+# Schedules are looked at this long after an occurrence's time: the wall clock and the
+# monotonic one the timer sleeps on drift apart a little.
+_LATE = 0.001
 
 
 class Watch:
@@ -70,6 +79,8 @@ class Timer:
         self._thread: threading.Thread | None = None
         # Running jobs with a timeout, by id of their Watch: at most the concurrency of them.
         self._watches: dict[int, Watch] = {}
+        # The worker's recurring jobs, in the order they were declared.
+        self._schedules: list[Schedule] = []
         self._planned = 0.0
         self._poked = False
         self._waiting = False
@@ -86,6 +97,44 @@ class Timer:
         if not self._running:
             self.start()
         return entry
+
+    def add_schedule(self, schedule: Schedule) -> None:
+        """Fire ``schedule`` from now on (while the worker is active)."""
+        with self._cv:
+            self._schedules.append(schedule)
+            self._poked = True
+            self._cv.notify_all()
+
+    def remove_schedule(self, schedule: Schedule) -> bool:
+        """Stop firing ``schedule``; whether it was there."""
+        with self._cv:
+            if schedule not in self._schedules:
+                return False
+            self._schedules.remove(schedule)
+            return True
+
+    def schedules(self) -> list[Schedule]:
+        """The schedules it fires."""
+        with self._cv:
+            return list(self._schedules)
+
+    def _fire_due(self, now: float) -> float | None:
+        """Hand the due occurrences of every schedule to the producer threads; the monotonic
+        time of the next one (``None``: no schedule)."""
+        with self._cv:
+            schedules = list(self._schedules)
+        if not schedules:
+            return None
+        if self._dispatch.state is not State.ACTIVE:
+            return now + self._dispatch.poll_interval  # paused: nothing fires, look again later
+        wall = time.time()
+        next_wall = math.inf
+        for schedule in schedules:
+            when = schedule.due(wall)
+            if when is not None:
+                producer_pool().submit(schedule.fire, when)
+            next_wall = min(next_wall, schedule.next_after(wall))
+        return now + max(next_wall - wall, 0.0) + _LATE  # never a moment early
 
     def unwatch(self, entry: Watch) -> bool:
         """The job's function returned: ``False`` if its timeout passed first (it is settled)."""
@@ -166,6 +215,10 @@ class Timer:
                 deadline = self._expire(now)
                 if deadline is not None:
                     next_due = min(next_due, deadline)
+            if self._schedules:
+                occurrence = self._fire_due(now)
+                if occurrence is not None:
+                    next_due = min(next_due, occurrence)
             with self._cv:
                 if not self._running:
                     return

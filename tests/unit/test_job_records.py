@@ -8,6 +8,7 @@ conformance suite (``varmq.testing.conformance_records``); here: the worker's si
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
 import time
@@ -236,7 +237,7 @@ def test_result_of_on_a_storage_that_cannot_notify_polls_with_a_bounded_interval
     silent = Silent()
     records = StorageRecords(silent, "silent", _never_async)
     assert records.wait("job-1", WAIT).value() == 42
-    gaps = [b - a for a, b in zip(silent.reads, silent.reads[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(silent.reads)]
     assert len(silent.reads) == 8
     assert gaps[0] < gaps[-1] <= 0.5 + 0.2  # backs off, up to half a second
 
