@@ -408,6 +408,13 @@ class _StorageHandle(_Handle, FollowJobs, Generic[T]):
             self._source.cancelled_here(job_id)  # if it runs here: stopped now, not at renewal
         return found
 
+    async def cancel_async(self, job_id: str) -> bool:
+        """:meth:`cancel` for asyncio code: never blocks the event loop."""
+        found = await super().cancel_async(job_id)
+        if found and self._source is not None:
+            self._source.cancelled_here(job_id)
+        return found
+
     def purge(self) -> None:
         """Remove every job waiting in storage."""
         self._storage.purge()

@@ -128,6 +128,12 @@ class JobBook:
                 return None if kept is None else kept[0]
         return _live_record(entry)
 
+    async def read_async(self, job_id: str) -> JobRecord | None:
+        return self.read(job_id)  # in memory: never blocks
+
+    async def cancel_async(self, job_id: str) -> bool:
+        return self.cancel(job_id)
+
     def _entry(self, job_id: str) -> _Entry | JobRecord:
         """The live entry of ``job_id``, or its ended record; raises when there is neither."""
         with self._lock:

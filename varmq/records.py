@@ -3,9 +3,10 @@
 A queue that keeps records (a storage queue opened with ``keep_results``, see
 :class:`~varmq.protocols.IJobRecords`; or an in-memory queue bound with ``keep_results``,
 :mod:`varmq.memory_records`) remembers every job added with an id: its state, attempts, times
-and outcome. Queue handles get four calls from :class:`FollowJobs`: ``job(job_id)`` (a
+and outcome. Queue handles get these calls from :class:`FollowJobs`: ``job(job_id)`` (a
 snapshot), ``result_of(job_id, timeout)`` and ``result_of_async`` (wait for the end: the value,
-or :class:`~varmq.JobFailedError`), and ``cancel(job_id)``.
+or :class:`~varmq.JobFailedError`), ``cancel(job_id)``, and ``job_async``/``cancel_async`` for
+asyncio code.
 
 This module also turns outcomes into the bytes a storage keeps and back (JSON only: a result or
 an error is never pickled, so reading a record can never run code), and waits for a storage
@@ -116,6 +117,10 @@ class Records(Protocol):
         """The record of ``job_id`` now, or ``None``."""
         ...
 
+    async def read_async(self, job_id: str) -> JobRecord | None:
+        """:meth:`read` for a coroutine, without blocking its event loop."""
+        ...
+
     def wait(self, job_id: str, timeout: float | None) -> JobRecord:
         """Wait until the record of ``job_id`` ended; raises ``TimeoutError`` and
         :class:`~varmq.JobNotFoundError`."""
@@ -127,6 +132,10 @@ class Records(Protocol):
 
     def cancel(self, job_id: str) -> bool:
         """Cancel ``job_id``; whether there was a job to cancel."""
+        ...
+
+    async def cancel_async(self, job_id: str) -> bool:
+        """:meth:`cancel` for a coroutine, without blocking its event loop."""
         ...
 
 
@@ -160,6 +169,11 @@ class FollowJobs:
         job_id = _job_id(job_id)
         return self._job_records().read(job_id)
 
+    async def job_async(self, job_id: str) -> JobRecord | None:
+        """:meth:`job` for asyncio code: never blocks the event loop."""
+        job_id = _job_id(job_id)
+        return await self._job_records().read_async(job_id)
+
     def result_of(self, job_id: str, timeout: float | None = None) -> Any:
         """Wait for the job added with ``job_id`` to end: the value its function returned, or
         :class:`~varmq.JobFailedError` (with the error type and message it kept) when it failed,
@@ -189,6 +203,11 @@ class FollowJobs:
         """
         job_id = _job_id(job_id)
         return self._job_records().cancel(job_id)
+
+    async def cancel_async(self, job_id: str) -> bool:
+        """:meth:`cancel` for asyncio code: never blocks the event loop."""
+        job_id = _job_id(job_id)
+        return await self._job_records().cancel_async(job_id)
 
 
 # -- outcomes as bytes ----------------------------------------------------------------------
@@ -343,6 +362,9 @@ class StorageRecords:
 
     def cancel(self, job_id: str) -> bool:
         return bool(self._storage.cancel(job_id))
+
+    async def cancel_async(self, job_id: str) -> bool:
+        return bool(await self._call_async(self._storage, "cancel", job_id))
 
     async def read_async(self, job_id: str) -> JobRecord | None:
         """:meth:`read` for a coroutine (the storage's ``job_record_async`` when it has one)."""

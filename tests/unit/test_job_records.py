@@ -510,3 +510,23 @@ def test_in_memory_result_of_async() -> None:
         return await queue.result_of_async("job-1", timeout=WAIT)
 
     assert asyncio.run(main()) == 42
+
+
+def test_job_async_and_cancel_async_read_and_cancel_without_blocking_the_loop(
+    storage: MemoryStorage,
+) -> None:
+    producer = varmq.new_distributed_queue(storage.new_distributed_queue("jobs", keep_results=60))
+    memory = varmq.new_worker(lambda job: None, 1, auto_run=False).bind_queue(keep_results=60)
+
+    async def main() -> None:
+        for handle in (producer, memory):
+            await handle.add_async("x", job_id="job-1")
+            record = await handle.job_async("job-1")
+            assert record is not None and record.state == "queued"
+            assert await handle.cancel_async("job-1") is True
+            assert await handle.cancel_async("job-1") is False
+            record = await handle.job_async("job-1")
+            assert record is not None and record.state == "cancelled"
+            assert await handle.job_async("no-such-job") is None
+
+    asyncio.run(main())
