@@ -133,8 +133,10 @@ Job records
     :class:`IRecordSubscribable` lets waiters hear of ends instead of reading in a loop:
     ``subscribe_records(callback)`` calls ``callback(job_id)`` after a record of the queue ended,
     through any object and in any process; delivery may be lossy, so waiters read again now and
-    then. A queue opened without records answers ``job_record`` with ``None`` and ``cancel``
-    with ``False``, and its settles keep no outcome.
+    then. A queue object opened without records adds jobs without records and its settles keep
+    no outcome, but ``job_record`` and ``cancel`` answer from the records the queue keeps
+    whatever the object's own ``keep_results`` (so an operator's tool reads them without
+    knowing the option): ``None`` and ``False`` where there is none.
 
 Stats
     ``stats()`` returns a :class:`QueueStats` in one cheap call: ``waiting`` (what ``len()``
@@ -650,7 +652,8 @@ class IJobRecords(Protocol):
 
     def job_record(self, job_id: str) -> StoredJobRecord | None:
         """The record of ``job_id``; ``None`` when there is none (never added with records on,
-        added without an id, or dropped after ``keep_results``)."""
+        added without an id, or dropped after ``keep_results``). Answers whatever this object's
+        own ``keep_results``."""
         ...
 
     def cancel(self, job_id: str) -> bool:

@@ -118,14 +118,22 @@ class RecordConformance(SuiteBase):
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
         self.require(IJobRecords)
-        off = self.open(harness, kind)
+        name = fresh_name()
+        off = self.open(harness, kind, name)
         assert off.keep_results == 0
         assert _add(off, kind, b"a", "job-1")
         assert off.job_record("job-1") is None
         assert off.cancel("job-1") is False
-        assert len(off) == 1  # not cancelled: records are off
-        on = self.records(harness, kind)
+        assert len(off) == 1  # not cancelled: it has no record
+        on = self.records(harness, kind, name)
         assert on.keep_results == pytest.approx(KEEP)
+        assert on.job_record("job-1") is None  # added without records: none later either
+        # An object opened without the option still reads and cancels the queue's records.
+        assert _add(on, kind, b"b", "job-2")
+        record = off.job_record("job-2")
+        assert record is not None and record["state"] == "queued"
+        assert off.cancel("job-2") is True
+        assert _state(on, "job-2") == "cancelled"
 
     @kinds(ALL_KINDS)
     def test_keep_results_must_be_seconds_from_zero_to_a_century(

@@ -791,11 +791,10 @@ class _QueueBase:
         return True
 
     def job_record(self, job_id: str) -> StoredJobRecord | None:
-        """The record of ``job_id``, or ``None`` (none kept, or this object keeps no records)."""
+        """The record of ``job_id``, or ``None`` when none is kept (whatever this object's own
+        ``keep_results``: records belong to the queue)."""
         self.faults.reach()
         job_id = check_job_id(self._subject, job_id)
-        if self._keep_results <= 0:
-            return None
         with self._locked():
             self._catch_up()
             record = self._named.records.get(job_id)
@@ -803,12 +802,10 @@ class _QueueBase:
 
     def cancel(self, job_id: str) -> bool:
         """Cancel ``job_id``: a queued or delayed job is removed now (``"cancelled"``), a running
-        one is flagged for its consumer. Whether there was a job to cancel; ``False`` when this
-        object keeps no records."""
+        one is flagged for its consumer. Whether there was a job to cancel (a job with a kept
+        record, whatever this object's own ``keep_results``)."""
         self.faults.reach()
         job_id = check_job_id(self._subject, job_id)
-        if self._keep_results <= 0:
-            return False
         with self._locked():
             self._catch_up()
             named = self._named

@@ -38,3 +38,12 @@ def on_error(failing: varmq.BaseWorker[Any, Any, Any], exc: BaseException) -> No
 
 varmq.new_err_worker(send, error_handler=on_error)
 assert_type(varmq.get_worker("typed"), varmq.BaseWorker[Any, Any, Any] | None)
+
+records = results.bind_queue(keep_results=60)
+record = records.job("job-1")
+assert_type(record, varmq.JobRecord | None)
+if record is not None and record.error is not None:
+    assert_type(record.error, varmq.JobError)
+assert_type(records.cancel("job-1"), bool)
+tick = worker.schedule("tick", every=60, data={"n": 1}, queue=queue)
+assert_type(tick, varmq.Schedule)
