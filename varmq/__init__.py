@@ -31,12 +31,15 @@ from .errors import (
     ForkedWorkerError,
     JobAlreadyClosedError,
     JobCancelledError,
+    JobFailedError,
+    JobNotFoundError,
     JobProcessingError,
     JobTimeoutError,
     LeaseLostError,
     NotRunningWorkerError,
     ParseJobError,
     PersistenceError,
+    ResultNotJSONError,
     RunningWorkerError,
     SameConcurrencyError,
     VarMQError,
@@ -67,8 +70,10 @@ from .metrics import DurationHistogram, Metrics
 from .options import ErrorHandler, WorkerOptions
 from .protocols import IDistributedPriorityQueue, IDistributedQueue
 from .queues import MemoryPriorityQueue, MemoryQueue
+from .records import JobError, JobRecord
 from .registry import get_worker, workers
 from .retry import DeadLetter, NoRetry, Retry
+from .schedules import Schedule
 from .service import run, run_async
 from .snapshots import load_queues, save_queues
 from .states import Status
@@ -99,7 +104,11 @@ __all__ = [
     "Job",
     "JobAlreadyClosedError",
     "JobCancelledError",
+    "JobError",
+    "JobFailedError",
+    "JobNotFoundError",
     "JobProcessingError",
+    "JobRecord",
     "JobTimeoutError",
     "JobStatus",
     "LeaseLostError",
@@ -115,10 +124,12 @@ __all__ = [
     "PriorityQueue",
     "Queue",
     "Result",
+    "ResultNotJSONError",
     "Retry",
     "ResultWorker",
     "RunningWorkerError",
     "SameConcurrencyError",
+    "Schedule",
     "Status",
     "Strategy",
     "VarMQError",

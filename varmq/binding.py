@@ -4,6 +4,9 @@ A bind wraps the storage in a source (:mod:`varmq.sources`, :mod:`varmq.storage_
 the dispatcher takes from, and returns the handle (:mod:`varmq.handles`) that users add jobs
 through. :class:`Binder` builds both from what the worker gives it at construction; the two
 mixins hold the public methods and are part of the worker classes of :mod:`varmq.worker`.
+
+Every worker kind binds storage queues; err and result workers only queues that keep job
+records (``keep_results``), since that is where their outcomes go for other processes to read.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from . import options as check
 from .group import EnqueuedGroupJob
 from .handles import (
     DistributedPriorityQueue,
@@ -28,6 +32,7 @@ from .protocols import (
     ICapacitySetter,
     IDistributedPriorityQueue,
     IDistributedQueue,
+    IJobRecords,
     IPersistentPriorityQueue,
     IPersistentQueue,
     IPriorityQueue,
@@ -35,7 +40,7 @@ from .protocols import (
 )
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .retry import Retry
-from .sources import Decode, MemorySource, Report
+from .sources import CancelRunning, Decode, MemorySource, Report
 from .storage_source import StorageSource
 
 if TYPE_CHECKING:
@@ -44,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["Binder", "MemoryBinding", "StorageBinding", "require"]
 
 T = TypeVar("T")
+Q = TypeVar("Q")
 H = TypeVar("H", bound=EnqueuedJob[Any])
 G = TypeVar("G", bound=EnqueuedGroupJob)
 
@@ -66,6 +72,8 @@ class Binder(Generic[H, G]):
         poison_limit: int,
         wake_timer: Callable[[], None],
         thread_name: str,
+        cancel_running: CancelRunning | None = None,
+        outcomes: str = "",
     ) -> None:
         self._dispatch = dispatch
         self.producer = producer
@@ -76,6 +84,12 @@ class Binder(Generic[H, G]):
         self._poison_limit = poison_limit
         self._wake_timer = wake_timer
         self._thread_name = thread_name
+        self._cancel_running = cancel_running
+        # What the worker kind's handles give back ("", "errs", "results"): err and result
+        # workers bind only storage that keeps records, and result workers keep their values.
+        self._outcomes = outcomes
+        #: Every handle made, in bind order (what ``worker.schedule`` uses without ``queue=``).
+        self.handles: list[Any] = []
 
     def _options(
         self, storage: Any, priority: int | None, capacity: int, name: str | None, prio: bool
@@ -94,6 +108,7 @@ class Binder(Generic[H, G]):
             "retry": self._retry,
             "decode": self._decode,
             "poll": self._dispatch.poll_interval,
+            "cancel_running": self._cancel_running,
         }
 
     def memory(
@@ -105,26 +120,64 @@ class Binder(Generic[H, G]):
         name: str | None,
         prio: bool,
         retry: Retry | None,
+        keep_results: float = 0.0,
     ) -> MemorySource:
         """Bind in-memory storage: its source, added to the dispatcher."""
+        keep = check.seconds("keep_results", keep_results)
         options = self._options(storage, priority, capacity, name, prio)
         if retry is not None:
             if not isinstance(retry, Retry):
                 raise TypeError(f"retry must be a varmq.Retry or None, got {type(retry).__name__}")
             options["retry"] = retry  # the queue's own policy, in place of the worker's
         source = MemorySource(
-            storage, on_delayed=self._wake_timer, poison_limit=self._poison_limit, **options
+            storage,
+            on_delayed=self._wake_timer,
+            poison_limit=self._poison_limit,
+            keep_results=keep,
+            **options,
         )
         self._dispatch.add_source(source)
         if source.needs_timer():
             self._wake_timer()  # delayed jobs a queue loaded from a snapshot brought along
         return source
 
+    def _require_records(self, storage: Any, method: str) -> None:
+        """Refuse storage without job records for an err or result worker."""
+        kind = "an err" if self._outcomes == "errs" else "a result"
+        needs = (
+            f"{method}: {kind} worker needs a queue that keeps job records (its jobs' outcomes "
+            "go there, for any process to read)"
+        )
+        if not isinstance(storage, IJobRecords):
+            raise TypeError(f"{needs}; {type(storage).__name__} keeps none")
+        try:
+            keep = float(storage.keep_results)
+        except Exception:
+            keep = 0.0
+        if not keep > 0:
+            label = getattr(storage, "name", None) or type(storage).__name__
+            raise ValueError(f"{needs}; open queue {label!r} with keep_results=SECONDS")
+
+    def made(self, handle: Q) -> Q:
+        """Remember ``handle`` (just made by a bind) and return it."""
+        self.handles.append(handle)
+        return handle
+
     def storage(
-        self, storage: Any, *, priority: int | None, capacity: int, distributed: bool, prio: bool
+        self,
+        storage: Any,
+        *,
+        priority: int | None,
+        capacity: int,
+        distributed: bool,
+        prio: bool,
+        method: str = "bind",
     ) -> StorageSource:
         """Bind adapter storage: its source, added to the dispatcher (and subscribed to it,
-        when ``distributed``)."""
+        when ``distributed``). An err or result worker needs storage that keeps job records
+        (``TypeError``/``ValueError`` naming ``method`` otherwise)."""
+        if self._outcomes:
+            self._require_records(storage, method)
         dispatch = self._dispatch
         source = StorageSource(
             storage,
@@ -132,6 +185,7 @@ class Binder(Generic[H, G]):
             wake_timer=self._wake_timer,
             on_settled=dispatch.acks_settled,
             thread_name=self._thread_name,
+            keep_values=self._outcomes == "results",
             **self._options(storage, priority, capacity, None, prio),
         )
         if distributed:
@@ -158,13 +212,21 @@ class MemoryBinding(Generic[T, H, G]):
         capacity: int = 0,
         name: str | None = None,
         retry: Retry | None = None,
+        keep_results: float = 0.0,
     ) -> Queue[T, H, G]:
         """Bind a new in-memory FIFO queue (``name`` labels it in stats).
 
-        ``retry`` is this queue's retry policy, in place of the worker's ``retry=``.
+        ``retry`` is this queue's retry policy, in place of the worker's ``retry=``. With
+        ``keep_results`` (seconds), the queue keeps a record of every job added with an id,
+        for ``handle.job(job_id)``, ``result_of`` and ``cancel`` (in this process).
         """
         return self.with_queue(
-            MemoryQueue(), priority=priority, capacity=capacity, name=name, retry=retry
+            MemoryQueue(),
+            priority=priority,
+            capacity=capacity,
+            name=name,
+            retry=retry,
+            keep_results=keep_results,
         )
 
     def bind_priority_queue(
@@ -174,10 +236,16 @@ class MemoryBinding(Generic[T, H, G]):
         capacity: int = 0,
         name: str | None = None,
         retry: Retry | None = None,
+        keep_results: float = 0.0,
     ) -> PriorityQueue[T, H, G]:
         """Bind a new in-memory priority queue (lower number first, FIFO among equals)."""
         return self.with_priority_queue(
-            MemoryPriorityQueue(), priority=priority, capacity=capacity, name=name, retry=retry
+            MemoryPriorityQueue(),
+            priority=priority,
+            capacity=capacity,
+            name=name,
+            retry=retry,
+            keep_results=keep_results,
         )
 
     def with_queue(
@@ -188,6 +256,7 @@ class MemoryBinding(Generic[T, H, G]):
         capacity: int = 0,
         name: str | None = None,
         retry: Retry | None = None,
+        keep_results: float = 0.0,
     ) -> Queue[T, H, G]:
         """Bind the caller's FIFO storage, e.g. a queue from :func:`varmq.load_queues`.
 
@@ -197,9 +266,15 @@ class MemoryBinding(Generic[T, H, G]):
         require(q, IQueue, "with_queue")
         binder = self._binder
         source = binder.memory(
-            q, priority=priority, capacity=capacity, name=name, prio=False, retry=retry
+            q,
+            priority=priority,
+            capacity=capacity,
+            name=name,
+            prio=False,
+            retry=retry,
+            keep_results=keep_results,
         )
-        return Queue(q, capacity, source, binder.producer, binder.jobs)
+        return binder.made(Queue(q, capacity, source, binder.producer, binder.jobs))
 
     def with_priority_queue(
         self,
@@ -209,18 +284,26 @@ class MemoryBinding(Generic[T, H, G]):
         capacity: int = 0,
         name: str | None = None,
         retry: Retry | None = None,
+        keep_results: float = 0.0,
     ) -> PriorityQueue[T, H, G]:
         """Bind the caller's priority storage; ``retry`` as for :meth:`with_queue`."""
         require(q, IPriorityQueue, "with_priority_queue")
         binder = self._binder
         source = binder.memory(
-            q, priority=priority, capacity=capacity, name=name, prio=True, retry=retry
+            q,
+            priority=priority,
+            capacity=capacity,
+            name=name,
+            prio=True,
+            retry=retry,
+            keep_results=keep_results,
         )
-        return PriorityQueue(q, capacity, source, binder.producer, binder.jobs)
+        return binder.made(PriorityQueue(q, capacity, source, binder.producer, binder.jobs))
 
 
 class StorageBinding(Generic[T]):
-    """``with_persistent_*`` and ``with_distributed_*``: storage queues (plain workers only)."""
+    """``with_persistent_*`` and ``with_distributed_*``: storage queues. Err and result workers
+    bind only queues that keep job records (opened with ``keep_results``)."""
 
     _binder: Binder[Any, Any]
 
@@ -231,9 +314,16 @@ class StorageBinding(Generic[T]):
         require(q, IPersistentQueue, "with_persistent_queue")
         binder = self._binder
         source = binder.storage(
-            q, priority=priority, capacity=capacity, distributed=False, prio=False
+            q,
+            priority=priority,
+            capacity=capacity,
+            distributed=False,
+            prio=False,
+            method="with_persistent_queue",
         )
-        return PersistentQueue(q, capacity, source, binder.producer, binder.jobs.worker)
+        return binder.made(
+            PersistentQueue(q, capacity, source, binder.producer, binder.jobs.worker)
+        )
 
     def with_persistent_priority_queue(
         self, q: IPersistentPriorityQueue, *, priority: int | None = None, capacity: int = 0
@@ -242,9 +332,16 @@ class StorageBinding(Generic[T]):
         require(q, IPersistentPriorityQueue, "with_persistent_priority_queue")
         binder = self._binder
         source = binder.storage(
-            q, priority=priority, capacity=capacity, distributed=False, prio=True
+            q,
+            priority=priority,
+            capacity=capacity,
+            distributed=False,
+            prio=True,
+            method="with_persistent_priority_queue",
         )
-        return PersistentPriorityQueue(q, capacity, source, binder.producer, binder.jobs.worker)
+        return binder.made(
+            PersistentPriorityQueue(q, capacity, source, binder.producer, binder.jobs.worker)
+        )
 
     def with_distributed_queue(
         self, q: IDistributedQueue, *, priority: int | None = None, capacity: int = 0
@@ -253,9 +350,14 @@ class StorageBinding(Generic[T]):
         require(q, IDistributedQueue, "with_distributed_queue")
         binder = self._binder
         source = binder.storage(
-            q, priority=priority, capacity=capacity, distributed=True, prio=False
+            q,
+            priority=priority,
+            capacity=capacity,
+            distributed=True,
+            prio=False,
+            method="with_distributed_queue",
         )
-        return DistributedQueue(q, capacity, source, binder.producer)
+        return binder.made(DistributedQueue(q, capacity, source, binder.producer))
 
     def with_distributed_priority_queue(
         self, q: IDistributedPriorityQueue, *, priority: int | None = None, capacity: int = 0
@@ -264,9 +366,14 @@ class StorageBinding(Generic[T]):
         require(q, IDistributedPriorityQueue, "with_distributed_priority_queue")
         binder = self._binder
         source = binder.storage(
-            q, priority=priority, capacity=capacity, distributed=True, prio=True
+            q,
+            priority=priority,
+            capacity=capacity,
+            distributed=True,
+            prio=True,
+            method="with_distributed_priority_queue",
         )
-        return DistributedPriorityQueue(q, capacity, source, binder.producer)
+        return binder.made(DistributedPriorityQueue(q, capacity, source, binder.producer))
 
 
 def require(q: object, protocol: type, method: str) -> None:

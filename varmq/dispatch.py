@@ -16,9 +16,9 @@ Everything below the lock line is guarded by ``Dispatcher.lock``. Its invariants
   most ``prefetch`` beyond the slots free at the take. They run in every state (their leases
   are renewed meanwhile): Paused and Stopped wait for them.
 - a parked slot is in ``idle`` exactly when its park lock is held and nobody released it.
-- ``abandoned`` counts runs that passed their timeout and were settled while their thread still
-  runs the function: they hold their slot (and their thread) until it returns, but the worker
-  does not wait for them to pause, stop or drain.
+- ``abandoned`` counts runs that passed their timeout (or were cancelled by id) and were settled
+  while their thread still runs the function: they hold their slot (and their thread) until it
+  returns, but the worker does not wait for them to pause, stop or drain.
 """
 
 from __future__ import annotations
@@ -84,6 +84,10 @@ class Runner(Protocol):
 
     def wake(self, slot: Slot) -> None:
         """Wake the parked ``slot`` (called under the lock)."""
+
+    def cancel(self, source: Source, job: Job[Any]) -> bool:
+        """Cancel ``job`` of ``source`` if it runs here, as its timeout would (from any thread,
+        without the lock); whether it was found running."""
 
 
 class Dispatcher:
@@ -365,10 +369,11 @@ class Dispatcher:
         if timed_out:
             metrics.timed_out += 1
 
-    def timed_out_locked(self, outcome: Outcome) -> None:
-        """A run passed its timeout and was settled with ``outcome`` while its thread still
-        runs the function: counted now, its slot given back when the thread returns."""
-        self._count_locked(outcome, timed_out=True)
+    def timed_out_locked(self, outcome: Outcome, timed_out: bool = True) -> None:
+        """A run passed its timeout (or, not ``timed_out``, was cancelled by id) and was settled
+        with ``outcome`` while its thread still runs the function: counted now, its slot given
+        back when the thread returns."""
+        self._count_locked(outcome, timed_out)
         self.abandoned += 1
         self._settled_locked()
 

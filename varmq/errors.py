@@ -15,12 +15,15 @@ __all__ = [
     "ForkedWorkerError",
     "JobAlreadyClosedError",
     "JobCancelledError",
+    "JobFailedError",
+    "JobNotFoundError",
     "JobProcessingError",
     "JobTimeoutError",
     "LeaseLostError",
     "NotRunningWorkerError",
     "ParseJobError",
     "PersistenceError",
+    "ResultNotJSONError",
     "RunningWorkerError",
     "SameConcurrencyError",
     "VarMQError",
@@ -113,11 +116,14 @@ class JobAlreadyClosedError(VarMQError):
 
 
 class JobCancelledError(VarMQError):
-    """The job was cancelled or purged before it ran; it never will."""
+    """The job was cancelled or purged before it ran (it never will), or, with ``running``,
+    cancelled while it ran (``handle.cancel(job_id)`` on a queue that keeps job records)."""
 
-    def __init__(self, job_id: str = "") -> None:
-        super().__init__(f"job {job_id!r} was cancelled before it ran")
+    def __init__(self, job_id: str = "", *, running: bool = False) -> None:
+        when = "while it ran" if running else "before it ran"
+        super().__init__(f"job {job_id!r} was cancelled {when}")
         self.job_id = job_id
+        self.running = running
 
 
 class ForkedWorkerError(VarMQError, RuntimeError):
@@ -160,6 +166,61 @@ class JobTimeoutError(VarMQError, TimeoutError):
         self.job_id = job_id
         self.queue = queue
         self.timeout = timeout
+
+
+class JobFailedError(VarMQError):
+    """A job followed by id (``handle.result_of(job_id)``) ended without a value: it failed,
+    went to the dead letters, or was cancelled.
+
+    It carries what the job's record kept of the error, never the exception object itself
+    (records are JSON: nothing is unpickled): ``error_type`` (the exception's class name, ``""``
+    when the record has none, as for a job cancelled before it ran), ``message`` and
+    ``traceback`` (text), and the record's ``state`` (``"failed"``, ``"dead"``,
+    ``"cancelled"``).
+    """
+
+    def __init__(
+        self, job_id: str, state: str, error_type: str, message: str, traceback: str = ""
+    ) -> None:
+        ended = {"failed": "failed", "dead": "is dead", "cancelled": "was cancelled"}
+        detail = f": {error_type}: {message}" if error_type else f" ({message})" if message else ""
+        if error_type == "JobCancelledError" and message:
+            super().__init__(message)  # "job 'x' was cancelled while it ran" says it all
+        else:
+            super().__init__(f"job {job_id!r} {ended.get(state, state)}{detail}")
+        self.job_id = job_id
+        self.state = state
+        self.error_type = error_type
+        self.message = message
+        self.traceback = traceback
+
+
+class JobNotFoundError(VarMQError, LookupError):
+    """A queue has no record of the job id asked for: it was never added with that id while
+    the queue kept records, or its record was dropped (``keep_results`` after it ended)."""
+
+    def __init__(self, queue: str, job_id: str) -> None:
+        super().__init__(
+            f"queue {queue!r} has no record of job {job_id!r}: it was not added with that id "
+            "while the queue kept records (keep_results), or its record expired"
+        )
+        self.queue = queue
+        self.job_id = job_id
+
+
+class ResultNotJSONError(VarMQError, TypeError):
+    """A result worker's function returned a value with no JSON form, on a queue whose records
+    keep results for other processes: the job fails with this error instead of losing the
+    value (with a retry policy it goes to the dead letters; running it again would not help)."""
+
+    def __init__(self, job_id: str, queue: str, reason: str) -> None:
+        super().__init__(
+            f"job {job_id!r} of queue {queue!r} returned a value that cannot be kept as its "
+            f"result: {reason}; return JSON values (dict, list, str, int, float, bool, None) "
+            "or a dataclass of them"
+        )
+        self.job_id = job_id
+        self.queue = queue
 
 
 # Storage path errors: reported through errs() and the error handler.

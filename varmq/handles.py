@@ -4,7 +4,9 @@ In-memory handles put job objects into their storage and return job handles. Per
 distributed handles encode the job as a JSON envelope (:mod:`varmq.envelope`), give the bytes to
 the adapter and return ``True``/``False``. Every handle can delay a job (``delay=`` seconds or
 ``run_at=`` a datetime) and lists, requeues and purges its queue's dead letters. After an add,
-the handle tells the worker's dispatcher (if it has a worker) that work is there.
+the handle tells the worker's dispatcher (if it has a worker) that work is there. Handles of
+queues that keep job records also follow jobs by id (``job``, ``result_of``, ``cancel``: see
+:mod:`varmq.records`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .errors import EnqueueError
 from .group import EnqueuedGroupJob, Group, Item
 from .job import EnqueuedJob, cancel_waiting
 from .protocols import IDeadLetterable, IDedupQueue, IDelayedEnqueue
+from .records import FollowJobs, Records, StorageRecords
 from .retry import DeadLetter
 
 if TYPE_CHECKING:
@@ -94,7 +97,9 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()  # guards _pool's creation
 
 
-def _producer_pool() -> ThreadPoolExecutor:
+def producer_pool() -> ThreadPoolExecutor:
+    """The library's producer threads: storage calls made for coroutines, and the adds of
+    recurring jobs (started on first use, kept for the process)."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -103,7 +108,7 @@ def _producer_pool() -> ThreadPoolExecutor:
 
 
 async def _in_pool(call: Callable[..., R], *args: Any) -> R:
-    return await asyncio.get_running_loop().run_in_executor(_producer_pool(), call, *args)
+    return await asyncio.get_running_loop().run_in_executor(producer_pool(), call, *args)
 
 
 async def _call_async(storage: Any, method: str, *args: Any) -> Any:
@@ -171,7 +176,7 @@ class _Handle:
         self._storage.close()
 
 
-class _MemoryHandle(_Handle, Generic[T, H, G]):
+class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
     def __init__(
         self,
         storage: Any,
@@ -192,12 +197,26 @@ class _MemoryHandle(_Handle, Generic[T, H, G]):
         """The worker this queue is bound to."""
         return self._jobs.worker
 
+    def _job_records(self) -> Records:
+        book = self._source.book
+        if book is None:
+            raise ValueError(
+                f"varmq: queue {self._source.label!r} keeps no job records: bind it with "
+                "keep_results=SECONDS to follow jobs by id"
+            )
+        return book
+
     def _offer(self, job: H, priority: int | None, wait: float) -> bool:
         job._queued(priority)
+        book = self._source.book
+        if book is not None and job.id:
+            book.added(job, wait)
         if wait > 0:
             self._source.delayed.add(job, time.monotonic() + wait)
             return True
         if not self._source.offer(job):
+            if book is not None:
+                book.refused(job)
             job._refused()
             return False
         return True
@@ -362,7 +381,7 @@ class PriorityQueue(_MemoryHandle[T, H, G]):
         return self._add_all(items, True)
 
 
-class _StorageHandle(_Handle, Generic[T]):
+class _StorageHandle(_Handle, FollowJobs, Generic[T]):
     def __init__(
         self,
         storage: Any,
@@ -374,6 +393,35 @@ class _StorageHandle(_Handle, Generic[T]):
         self._source = source
         self._producer = producer
         self._dedup = isinstance(storage, IDedupQueue)
+        self._records: StorageRecords | None = None
+
+    def _job_records(self) -> Records:
+        records = self._records
+        if records is None:
+            records = self._records = StorageRecords(self._storage, self._label, _call_async)
+        return records
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel the job added with ``job_id``; whether there was a job to cancel.
+
+        A queued or delayed job is removed at once (its record says ``"cancelled"``). A running
+        one is flagged in storage: the worker that runs it (in any process) hears of it at its
+        next lease renewal, within 5 s (``visibility_timeout / 3`` when that is shorter), and
+        cancels it the way a timeout does: an ``async def`` job is cancelled, a plain one has
+        ``job.cancelled`` set and is settled as cancelled while its function finishes. ``False``
+        for an unknown id or a job that already ended.
+        """
+        found = super().cancel(job_id)
+        if found and self._source is not None:
+            self._source.cancelled_here(job_id)  # if it runs here: stopped now, not at renewal
+        return found
+
+    async def cancel_async(self, job_id: str) -> bool:
+        """:meth:`cancel` for asyncio code: never blocks the event loop."""
+        found = await super().cancel_async(job_id)
+        if found and self._source is not None:
+            self._source.cancelled_here(job_id)
+        return found
 
     def purge(self) -> None:
         """Remove every job waiting in storage."""

@@ -125,6 +125,14 @@ class Job(Generic[T]):
             else:
                 extra.halt = True
 
+    def _cancel_requested(self) -> bool:
+        """Whether the job was asked to stop (before it started, only a cancel does that)."""
+        extra = self._extra
+        if extra is None:
+            return False
+        event = extra.halt
+        return event is True or (isinstance(event, threading.Event) and event.is_set())
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, data={self.data!r})"
 

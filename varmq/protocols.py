@@ -33,7 +33,12 @@ Which methods the worker calls
     - add: ``enqueue_dedup(item, job_id, priority)`` when the caller gave a job id and the queue
       offers it, else ``enqueue``;
     - ``__len__`` for ``len(handle)``, ``num_pending`` and the length-based strategies, and
-      ``subscribe`` once, when a distributed queue is bound.
+      ``subscribe`` once, when a distributed queue is bound;
+    - on a queue that keeps job records (:class:`IJobRecords`, ``keep_results`` above 0): a
+      result worker finishes with ``acknowledge_with_results``, every worker ends a failure that
+      is final with ``fail`` and buries with ``dead_letter_with_error``, and renews with
+      ``extend_lease_or_cancel``; handles read ``job_record``, call ``cancel`` and wait through
+      ``subscribe_records`` (:class:`IRecordSubscribable`) when the storage offers it.
 
 Delays and the order of the line
     Jobs are handed out by priority (lower first), then by the time they became available,
@@ -76,6 +81,63 @@ Job ids
     is delayed or is in flight; adding it again meanwhile stores nothing and returns ``True``.
     Once the job is acknowledged or dead-lettered, the id is free again.
 
+Job records
+    A queue opened with the option ``keep_results`` (seconds; default 0, off) implements
+    :class:`IJobRecords`: it keeps a :class:`StoredJobRecord` for every job added *with a job
+    id* (``enqueue_dedup``, ``enqueue_delayed`` with an id) through an object opened with
+    records on, so that any process can ask what became of the job, wait for its end and cancel
+    it. A job added without an id has no record. Its ``state`` is one of :data:`JOB_STATES`:
+
+    - ``"queued"``: waiting in line (also after its lease expired, after a ``release``, after
+      ``nack(ack_id, 0)`` and ``requeue_dead``);
+    - ``"delayed"``: added with a delay, or nacked with one, and not due yet;
+    - ``"running"``: leased to a consumer (``attempts`` counts the deliveries so far,
+      ``started_at`` is the last take);
+    - ``"succeeded"``: acknowledged; ``result`` holds the bytes given with the acknowledgement,
+      ``None`` after a plain ``acknowledge``;
+    - ``"failed"``: ended by ``fail``, with its ``error`` bytes;
+    - ``"dead"``: moved to the dead letters (``error`` holds the bytes given to
+      ``dead_letter_with_error``, ``None`` after a plain ``dead_letter``);
+    - ``"cancelled"``: removed by ``cancel`` or ``purge`` before it ran, or ended by any failing
+      settle (``fail``, ``nack``, ``dead_letter``) or by the expiry of its lease once a cancel was
+      requested while it ran.
+
+    The last four are the ended states (:data:`ENDED_STATES`). Times are Unix seconds (floats)
+    on the storage's clock (the server's for a shared server). ``result`` and ``error`` are
+    opaque bytes written by the worker (JSON); the storage hands them back as it got them.
+
+    Writing an outcome is part of the settle that ends the job: ``acknowledge_with_results``,
+    ``fail`` and ``dead_letter_with_error`` are fenced like ``acknowledge`` (a stale ack id
+    returns ``False`` and changes nothing, record included) and change the job and its record
+    in one atomic step, so a record never says ``"succeeded"`` for a job that will be handed out
+    again, and a job whose consumer died before its settle is ``"queued"`` (lease expired) or
+    ``"running"``, never ended. Every other transition above happens in the same atomic step as
+    the change of the job it follows (take, nack, release, dead letter, expiry, purge).
+
+    An ended record is kept ``keep_results`` seconds after ``finished_at``, then dropped; and at
+    most ``keep_results_limit`` ended records are kept per queue (default 10,000), the oldest
+    beyond it dropped in the step that ends another. The ``keep_results`` of the object that
+    added the job applies to its record, the ``keep_results_limit`` of the object that ends it;
+    open every object of one queue with the same settings. While its record is kept a job id
+    stays taken: ``enqueue_dedup`` or ``enqueue_delayed`` with that id stores nothing and
+    returns ``True``, also after the job ended (an id names one job for as long as anybody can
+    ask about it; this is what makes a recurring job fire once however many processes add it).
+
+    ``cancel(job_id)`` removes a queued or delayed job at once (``"cancelled"``), and flags a
+    running one: ``cancel_requested`` becomes ``True`` and ``extend_lease_or_cancel`` answers
+    ``"cancel"`` to its consumer, which stops the job and settles it with ``fail`` (recorded
+    ``"cancelled"``). A job that is acknowledged after the request did run to its end: it is
+    ``"succeeded"``. ``cancel`` returns whether there was a job to cancel (``False`` for an
+    unknown id or an ended job).
+
+    :class:`IRecordSubscribable` lets waiters hear of ends instead of reading in a loop:
+    ``subscribe_records(callback)`` calls ``callback(job_id)`` after a record of the queue ended,
+    through any object and in any process; delivery may be lossy, so waiters read again now and
+    then. A queue object opened without records adds jobs without records and its settles keep
+    no outcome, but ``job_record`` and ``cancel`` answer from the records the queue keeps
+    whatever the object's own ``keep_results`` (so an operator's tool reads them without
+    knowing the option): ``None`` and ``False`` where there is none.
+
 Stats
     ``stats()`` returns a :class:`QueueStats` in one cheap call: ``waiting`` (what ``len()``
     counts), ``in_flight`` (leased, lease not expired), ``delayed`` (available later), ``dead``
@@ -105,7 +167,9 @@ Arguments and options
     - priorities (priority queues): an ``int`` from ``-2**53`` to ``2**53``; ``None`` means 0
       in ``enqueue_dedup`` and ``enqueue_delayed``. FIFO queues ignore the priority argument;
     - job ids: a non-empty ``str`` that UTF-8 can encode (``enqueue_delayed`` also takes
-      ``None``: no dedup);
+      ``None``: no dedup); the same for ``job_record`` and ``cancel``;
+    - outcomes (``acknowledge_with_results``, ``fail``, ``dead_letter_with_error``): ``bytes``,
+      ``bytearray``, ``memoryview`` or ``str``, like items;
     - ack ids are opaque: anything that is not the ``str`` of a held lease gives ``False``;
     - delays (``enqueue_delayed``, ``nack``): an ``int`` or ``float``, finite, at most
       ``3_153_600_000`` seconds (100 years of 365 days); zero or less means now;
@@ -113,6 +177,9 @@ Arguments and options
       worker renews leases, so long jobs need no long timeout); default 300;
     - ``dead_letter_limit``: an ``int`` of at least 1; default 10,000;
     - ``dead_letter_max_age``: seconds, finite, above 0 and at most 100 years; default 7 days;
+    - ``keep_results``: seconds, finite, at least 0 (0: no records) and at most 100 years;
+      default 0;
+    - ``keep_results_limit``: an ``int`` of at least 1; default 10,000;
     - counts (``set_capacity``, ``dead_letters(limit)``, batch sizes): an ``int`` below
       ``2**63``; a capacity or a limit is at least 0 (``set_capacity(0)``: unlimited,
       ``dead_letters(0)``: ``[]``); a batch of ``n <= 0`` takes nothing;
@@ -149,12 +216,16 @@ Every method may be called from any thread.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 __all__ = [
     "DEFAULT_DEAD_LETTER_LIMIT",
     "DEFAULT_DEAD_LETTER_MAX_AGE",
+    "DEFAULT_KEEP_RESULTS",
+    "DEFAULT_KEEP_RESULTS_LIMIT",
     "DEFAULT_VISIBILITY_TIMEOUT",
+    "ENDED_STATES",
+    "JOB_STATES",
     "MAX_COUNT",
     "MAX_DELAY",
     "MAX_PRIORITY",
@@ -172,6 +243,7 @@ __all__ = [
     "IDelayedEnqueue",
     "IDistributedPriorityQueue",
     "IDistributedQueue",
+    "IJobRecords",
     "ILeaseExtendable",
     "ILeaseReleasable",
     "IMultiAcknowledgeable",
@@ -181,8 +253,12 @@ __all__ = [
     "IPriorityQueue",
     "IQueue",
     "IQueueStats",
+    "IRecordSubscribable",
     "ISubscribable",
+    "JobState",
+    "LeaseAnswer",
     "QueueStats",
+    "StoredJobRecord",
 ]
 
 # The limits and defaults every storage shares (see "Arguments and options" above). The adapters
@@ -204,6 +280,27 @@ DEFAULT_DEAD_LETTER_LIMIT = 10_000
 """Dead letters kept per queue unless opened with another ``dead_letter_limit``."""
 DEFAULT_DEAD_LETTER_MAX_AGE = 604_800.0
 """Seconds a dead letter is kept unless opened with another ``dead_letter_max_age``: 7 days."""
+DEFAULT_KEEP_RESULTS = 0.0
+"""Seconds an ended job's record is kept unless opened with another ``keep_results``: 0, off."""
+DEFAULT_KEEP_RESULTS_LIMIT = 10_000
+"""Ended job records kept per queue unless opened with another ``keep_results_limit``."""
+
+JobState = Literal["queued", "delayed", "running", "succeeded", "failed", "dead", "cancelled"]
+"""Where a job with a record is (see "Job records" above)."""
+JOB_STATES: tuple[JobState, ...] = (
+    "queued",
+    "delayed",
+    "running",
+    "succeeded",
+    "failed",
+    "dead",
+    "cancelled",
+)
+"""Every state of a job record, in the order of a job's life."""
+ENDED_STATES: frozenset[str] = frozenset({"succeeded", "failed", "dead", "cancelled"})
+"""The states of a job that will not run again: its record is kept ``keep_results`` seconds."""
+LeaseAnswer = Literal["held", "lost", "cancel"]
+"""What :meth:`IJobRecords.extend_lease_or_cancel` answers."""
 
 
 class QueueStats(TypedDict):
@@ -234,6 +331,29 @@ class DeadLetterRecord(TypedDict):
     """The error text given to ``dead_letter``."""
     dead_at: float
     """When it died, in Unix seconds."""
+
+
+class StoredJobRecord(TypedDict):
+    """What :meth:`IJobRecords.job_record` returns: one job as its storage remembers it."""
+
+    id: str
+    """The job id it was added with."""
+    state: str
+    """One of :data:`JOB_STATES`."""
+    attempts: int
+    """Deliveries so far (0 before the first take)."""
+    result: bytes | None
+    """The bytes given with the acknowledgement (``"succeeded"``), else ``None``."""
+    error: bytes | None
+    """The bytes given to ``fail`` or ``dead_letter_with_error``, else ``None``."""
+    enqueued_at: float
+    """When it was added (or requeued from the dead letters), in Unix seconds."""
+    started_at: float | None
+    """When it was last taken, in Unix seconds; ``None`` before the first take."""
+    finished_at: float | None
+    """When it ended, in Unix seconds; ``None`` until it is in an ended state."""
+    cancel_requested: bool
+    """Whether ``cancel`` flagged it while it ran."""
 
 
 @runtime_checkable
@@ -516,4 +636,67 @@ class IQueueStats(Protocol):
 
     def stats(self) -> QueueStats:
         """Where this queue's jobs are; zeros when storage fails."""
+        ...
+
+
+@runtime_checkable
+class IJobRecords(Protocol):
+    """Records of jobs by id: their state, their outcome, and cancelling them (see "Job
+    records" above). Implemented by queues whose storage can keep records; they are kept only
+    when the queue is opened with ``keep_results`` above 0."""
+
+    @property
+    def keep_results(self) -> float:
+        """Seconds an ended record is kept; ``0.0`` when this queue keeps no records."""
+        ...
+
+    def job_record(self, job_id: str) -> StoredJobRecord | None:
+        """The record of ``job_id``; ``None`` when there is none (never added with records on,
+        added without an id, or dropped after ``keep_results``). Answers whatever this object's
+        own ``keep_results``."""
+        ...
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel ``job_id``: a queued or delayed job is removed at once (``"cancelled"``), a
+        running one is flagged (``cancel_requested``) for its consumer. Whether there was a job
+        to cancel: ``False`` for an unknown id or an ended job."""
+        ...
+
+    def acknowledge_with_results(self, results: Sequence[tuple[str, Any]]) -> list[bool]:
+        """Acknowledge each ``(ack_id, result)`` and record the job ``"succeeded"`` with
+        ``result`` (bytes), in one atomic step; one answer per pair, as ``acknowledge_many``
+        gives. Works after ``close()``."""
+        ...
+
+    def fail(self, ack_id: str, error: Any) -> bool:
+        """End the job leased under ``ack_id`` for good: it leaves the queue (its id stays taken
+        while the record is kept) and its record becomes ``"failed"`` with ``error`` (bytes),
+        or ``"cancelled"`` when a cancel was requested; one atomic step. ``False`` when the
+        lease is unknown, expired or taken over. Works after ``close()``."""
+        ...
+
+    def dead_letter_with_error(self, ack_id: str, error: str, record_error: Any) -> bool:
+        """``dead_letter(ack_id, error)`` that also records ``record_error`` (bytes) as the
+        error of the job's ``"dead"`` record, in the same atomic step."""
+        ...
+
+    def extend_lease_or_cancel(self, ack_id: str) -> LeaseAnswer:
+        """``extend_lease`` that also says whether the job should stop: ``"held"`` (extended),
+        ``"cancel"`` (extended, and a cancel was requested: stop the job and ``fail`` it) or
+        ``"lost"`` (as ``extend_lease`` returning ``False``). Raises when the storage cannot
+        answer, like ``extend_lease``."""
+        ...
+
+
+@runtime_checkable
+class IRecordSubscribable(Protocol):
+    """Storage that tells subscribers when a job record ended, in any process."""
+
+    def subscribe_records(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(job_id)`` after the record of ``job_id`` reached an ended state
+        (``"succeeded"``, ``"failed"``, ``"dead"``, ``"cancelled"``), through any object.
+
+        Delivery may be lossy (Redis pub/sub is): waiters also read the record now and then.
+        Subscriptions end when this object is closed.
+        """
         ...

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from .errors import JobCancelledError, ResultNotJSONError
+
 __all__ = [
     "DeadLetter",
     "NoRetry",
@@ -61,7 +63,7 @@ class Retry:
     with ``jitter`` the wait is drawn uniformly from its upper half, so jobs that failed
     together do not all come back at once. After ``max_attempts`` runs (the first included)
     the job goes to its queue's dead letters, and so does a job whose exception is an instance
-    of ``non_retryable`` or of :class:`NoRetry`.
+    of ``non_retryable`` or of :class:`NoRetry` (or a :class:`~varmq.ResultNotJSONError`).
     """
 
     max_attempts: int = 5
@@ -85,7 +87,7 @@ class Retry:
         """Whether a job that raised ``error`` on run number ``attempt`` runs again."""
         if attempt >= self.max_attempts:
             return False
-        if isinstance(error, NoRetry) or not isinstance(error, Exception):
+        if isinstance(error, NoRetry | ResultNotJSONError) or not isinstance(error, Exception):
             return False
         return not (self.non_retryable and isinstance(error, self.non_retryable))
 
@@ -173,8 +175,12 @@ def after_failure(
     policy: Retry | None, error: BaseException, attempt: int
 ) -> tuple[Outcome, float]:
     """The outcome of run number ``attempt`` that raised ``error``, and the delay before the
-    next attempt when it is ``RETRIED``."""
-    if policy is None:
+    next attempt when it is ``RETRIED``.
+
+    A job cancelled while it ran (:class:`~varmq.JobCancelledError`) is ``FAILED`` whatever the
+    policy: neither retried nor moved to the dead letters.
+    """
+    if policy is None or isinstance(error, JobCancelledError):
         return Outcome.FAILED, 0.0
     if policy.should_retry(error, attempt):
         return Outcome.RETRIED, policy.delay(attempt)

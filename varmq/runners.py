@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from .dispatch import Dispatcher, Slot
-from .errors import JobTimeoutError
+from .errors import JobCancelledError, JobTimeoutError
 from .job import LOOP_IDENTS, LOOP_THREAD, Job
 from .queues import TAKING, Taker
 from .retry import Outcome
@@ -81,6 +81,9 @@ class ThreadRunner:
 
     def wake(self, slot: Slot) -> None:
         slot.park.release()
+
+    def cancel(self, source: Source, job: Job[Any]) -> bool:
+        return self._timer().cancel(source, job)
 
     def _start_thread(self, slot: Slot, parked: bool) -> None:
         thread = threading.Thread(
@@ -230,11 +233,17 @@ class ThreadRunner:
         return job
 
     def _run(self, source: Source, job: Job[Any]) -> Outcome | None:
-        """Run ``job`` and settle it; ``None`` if its timeout passed first (the timer settled
-        it then, and only its slot is left to give back)."""
+        """Run ``job`` and settle it; ``None`` if its timeout passed first, or it was cancelled
+        by id (the timer settled it then, and only its slot is left to give back)."""
         extra = job._extra
         timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
-        watch = None if timeout is None else self._timer().watch(source, job, timeout)
+        watch = None
+        if timeout is not None or source.cancellable:
+            watch = self._timer().watch(source, job, timeout)
+            # Cancelled before it started (watched first, so a cancel now is not missed):
+            # settled as cancelled without running.
+            if source.cancellable and job._cancel_requested() and self.cancel(source, job):
+                return None
         dispatch = self._dispatch
         started = dispatch.run_started(source, job) if dispatch.metrics.observing else 0.0
         try:
@@ -311,6 +320,9 @@ class AsyncRunner:
         self._wakeup: asyncio.Event | None = None
         self._io: ThreadPoolExecutor | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # The tasks running the functions of jobs that may be cancelled by id, by id of the job;
+        # touched only on the loop.
+        self._cancellable: dict[int, asyncio.Future[Any]] = {}
 
     def host_on(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run the jobs of the worker's next start on ``loop`` (the caller's), not a thread."""
@@ -365,6 +377,21 @@ class AsyncRunner:
             self._io.shutdown(wait=True)
             loop.close()
 
+    def cancel(self, source: Source, job: Job[Any]) -> bool:
+        loop = self._loop
+        if loop is None:
+            return False
+        try:
+            loop.call_soon_threadsafe(self._cancel_on_loop, job)
+        except RuntimeError:  # the loop is closed: nothing runs there any more
+            return False
+        return True
+
+    def _cancel_on_loop(self, job: Job[Any]) -> None:
+        task = self._cancellable.get(id(job))
+        if task is not None:
+            task.cancel()
+
     def wake(self, slot: Slot) -> None:
         loop, wakeup = self._loop, self._wakeup
         if loop is None or wakeup is None:
@@ -413,16 +440,18 @@ class AsyncRunner:
         dispatch = self._dispatch
         extra = job._extra
         timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
-        timed_out = False
+        timed_out = cancelled = False
         started = dispatch.run_started(source, job)
         try:
-            if timeout is None:
+            if timeout is None and not source.cancellable:
                 value = await self._fn(job)
             else:
-                value, timed_out = await self._run_within(job, timeout)
+                value, timed_out, cancelled = await self._run_within(source, job, timeout)
             error: BaseException | None = None
             if timed_out:
                 error = JobTimeoutError(job.id, source.label, timeout)  # type: ignore[arg-type]
+            elif cancelled:
+                error = JobCancelledError(job.id, running=True)
         except BaseException as exc:
             value, error = None, exc
         if started:
@@ -443,20 +472,32 @@ class AsyncRunner:
             if dispatch.in_flight == 0 and dispatch.state is _STOPPING:
                 self._wake_dispatcher_locked()
 
-    async def _run_within(self, job: Job[Any], timeout: float) -> tuple[Any, bool]:
-        """Run ``job`` for at most ``timeout`` seconds: ``(value, False)``, or ``(None, True)``
-        after cancelling it at its timeout (the job sees ``CancelledError``)."""
+    async def _run_within(
+        self, source: Source, job: Job[Any], timeout: float | None
+    ) -> tuple[Any, bool, bool]:
+        """Run ``job`` for at most ``timeout`` seconds (``None``: no limit) in a task of its
+        own: ``(value, timed out, cancelled by id)``. At its timeout, or when it is cancelled by
+        id (:meth:`cancel`), the task is cancelled (the job sees ``CancelledError``)."""
         task = asyncio.ensure_future(self._fn(job))
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-        if done:
-            return task.result(), False
-        job._request_cancel()
-        task.cancel()
-        # A job that ignores the cancellation keeps its slot until it ends on its own.
-        await asyncio.wait({task})
-        if not task.cancelled() and task.exception() is None:
-            return task.result(), False  # it finished as it was cancelled
-        return None, True
+        if source.cancellable:
+            self._cancellable[id(job)] = task
+            if job._cancel_requested():
+                task.cancel()  # cancelled before it started: it never runs
+        try:
+            done, _ = await asyncio.wait({task}, timeout=timeout)
+            if done:
+                if task.cancelled() and job._cancel_requested():
+                    return None, False, True
+                return task.result(), False, False
+            job._request_cancel()
+            task.cancel()
+            # A job that ignores the cancellation keeps its slot until it ends on its own.
+            await asyncio.wait({task})
+            if not task.cancelled() and task.exception() is None:
+                return task.result(), False, False  # it finished as it was cancelled
+            return None, True, False
+        finally:
+            self._cancellable.pop(id(job), None)
 
     def _wake_dispatcher_locked(self) -> None:
         self._dispatch.unpark_locked(self._slot)

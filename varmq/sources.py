@@ -24,8 +24,14 @@ from enum import Enum
 from typing import Any, Protocol
 
 from . import envelope
-from .errors import FailedToCastJobError, FailedToDequeueError, ParseJobError
+from .errors import (
+    FailedToCastJobError,
+    FailedToDequeueError,
+    JobCancelledError,
+    ParseJobError,
+)
 from .job import FailedJob, Job, as_handle, cancel_waiting
+from .memory_records import JobBook
 from .protocols import QueueStats
 from .queues import (
     GIL,
@@ -37,11 +43,13 @@ from .queues import (
 )
 from .retry import Outcome, Retry, after_failure
 
-__all__ = ["Decode", "MemorySource", "Report", "Source", "Step"]
+__all__ = ["CancelRunning", "Decode", "MemorySource", "Report", "Source", "Step"]
 
 log = logging.getLogger("varmq.worker")
 
 Decode = Callable[[Any], Any]
+CancelRunning = Callable[["Source", Job[Any]], None]
+"""How a source asks its worker to cancel a job of its that runs (as a timeout would)."""
 
 
 class Report(Protocol):
@@ -86,6 +94,9 @@ class Source:
     storage_label = "memory"
     #: Job handles taken from a lock-free queue and not settled (in-memory sources).
     taken: TakenJobs | None = None
+    #: Whether a job of this source may be cancelled while it runs (its queue keeps job
+    #: records): the runner then settles it through the timer, as it would at a timeout.
+    cancellable = False
 
     def __init__(
         self,
@@ -100,6 +111,7 @@ class Source:
         decode: Decode | None,
         poll: float,
         on_delayed: Callable[[], None],
+        cancel_running: CancelRunning | None = None,
     ) -> None:
         self.storage = storage
         self.label = label
@@ -110,6 +122,7 @@ class Source:
         self.decode = decode
         self._report = report
         self._on_delayed = on_delayed
+        self._cancel_running = cancel_running
         self._poll = poll
         self.running = 0
         self.buffered = 0
@@ -199,7 +212,10 @@ class Source:
     # -- after a run (outside the lock) --------------------------------------------------
 
     def _failed(self, job: Job[Any], error: BaseException) -> None:
-        """Report a run of ``job`` that raised ``error``."""
+        """Report a run of ``job`` that raised ``error`` (a job cancelled by id is no error of
+        the job's, and is not reported: it is counted ``failed`` all the same)."""
+        if isinstance(error, JobCancelledError):
+            return
         self._report(error, FailedJob(job.id, self.label, job.attempt, job.data))
 
     def settle(self, job: Job[Any], value: Any, error: BaseException | None) -> Outcome:
@@ -278,12 +294,15 @@ class MemorySource(Source):
     Delayed jobs (``add(delay=)`` and retries) wait in :attr:`delayed` until the timer moves them
     into the queue; jobs out of attempts go to :attr:`dead`; job handles taken and not settled
     are recorded in :attr:`taken`. A queue loaded from a snapshot hands its delayed jobs and
-    dead letters over here when it is bound.
+    dead letters over here when it is bound. Bound with ``keep_results``, it keeps job records
+    in :attr:`book` (:mod:`varmq.memory_records`); ``None`` otherwise.
     """
 
     taken: TakenJobs
 
-    def __init__(self, storage: Any, *, poison_limit: int = 5, **options: Any) -> None:
+    def __init__(
+        self, storage: Any, *, poison_limit: int = 5, keep_results: float = 0.0, **options: Any
+    ) -> None:
         super().__init__(storage, **options)
         #: The worker's poison limit (unused by in-memory jobs, which always decode; saved by
         #: snapshots with the retry policy).
@@ -298,6 +317,8 @@ class MemorySource(Source):
                 offset = time.monotonic() - time.time()  # wall-clock due times to monotonic
                 self.delayed.add_all((job, due + offset) for due, job in restored.delayed)
                 self.dead.keep(restored.dead)
+        self.book = JobBook(self, keep_results) if keep_results > 0 else None
+        self.cancellable = self.book is not None
 
     def ready_locked(self) -> bool:
         if self.retry_at and self.retry_at > time.monotonic():
@@ -335,6 +356,8 @@ class MemorySource(Source):
             if claimed:
                 self.running += 1
                 self._taken_jobs[item] = None
+                if self.book is not None:
+                    self.book.started(item)
                 return item  # type: ignore[no-any-return]
 
     def runnable(self, item: Any) -> Job[Any] | None:
@@ -345,7 +368,11 @@ class MemorySource(Source):
         """
         handle = as_handle(item)
         if handle is not None:
-            return handle if handle._claim() else None
+            if not handle._claim():
+                return None
+            if self.book is not None:
+                self.book.started(handle)
+            return handle
         return self._decoded(item)
 
     def _decoded(self, item: Any) -> Job[Any] | None:
@@ -364,6 +391,8 @@ class MemorySource(Source):
         return None
 
     def lock_free_queue(self) -> Any | None:
+        if self.book is not None:
+            return None  # every claim goes through runnable(), where the record hears of it
         # Without the GIL, takers could not record what they took without a lock (TakenJobs).
         return self.storage if GIL and type(self.storage) in _LOCK_FREE_QUEUES else None
 
@@ -388,12 +417,17 @@ class MemorySource(Source):
                 outcome = Outcome.FAILED  # a job decoded from bytes has no handle to requeue
             elif outcome is Outcome.RETRIED:
                 job._back_to_queue()
-                self.delayed.add(job, time.monotonic() + delay)
+                due = time.monotonic() + delay
+                if self.book is not None:
+                    self.book.retrying(job, due)  # type: ignore[arg-type]
+                self.delayed.add(job, due)
                 self._taken_jobs.pop(job, None)  # only once it is among the delayed
                 self._on_delayed()
                 return outcome
             elif outcome is Outcome.DEAD:
                 self.dead.bury(job, error)
+                if self.book is not None:
+                    self.book.dead(job)  # type: ignore[arg-type]
         job._complete(value, error)
         self._taken_jobs.pop(job, None)
         return outcome

@@ -8,6 +8,14 @@ a delay, or a dead letter. It also knows when the storage is worth looking at ag
 signal, a poll interval after it was found empty, when a back-off after an error ends, or when
 a job this process delayed falls due.
 
+On a queue that keeps job records (:class:`~varmq.protocols.IJobRecords`, opened with
+``keep_results``) the settle carries the outcome in the same storage call: a result worker's
+value with the acknowledgement (``acknowledge_with_results``, still group-committed), the error
+of a final failure (``fail``) or of a dead letter (``dead_letter_with_error``). Its lease
+renewals (``extend_lease_or_cancel``) are where a job learns it was cancelled by id: the
+source then asks the worker to cancel it the way a timeout would. Without records, none of this
+runs: the records-off path is the one above.
+
 Its readiness fields (``maybe_ready``, ``taking``, ``empty_since``, ``retry_at``, ``_due``)
 are guarded by the dispatcher's lock and changed only by the methods here. Its invariant: a
 source is taken from by one thread at a time (``taking``), and a source found empty is looked
@@ -31,6 +39,7 @@ from .errors import (
     FailedToCastJobError,
     LeaseLostError,
     ParseJobError,
+    ResultNotJSONError,
 )
 from .job import Job
 from .protocols import (
@@ -38,6 +47,7 @@ from .protocols import (
     IBatchAcknowledgeable,
     ICountedDelivery,
     IDeadLetterable,
+    IJobRecords,
     ILeaseExtendable,
     ILeaseReleasable,
     IMultiAcknowledgeable,
@@ -45,6 +55,7 @@ from .protocols import (
     IQueueStats,
     QueueStats,
 )
+from .records import encode_error, encode_result
 from .retry import Outcome, after_failure, failure_text
 from .sources import Report, Source, Step
 from .timer import LeaseRenewer
@@ -57,12 +68,19 @@ _MAX_DUE = 4096
 _DUE_MARGIN = 0.002
 # After a renewal that raised (storage unreachable), try again this soon.
 _RENEW_RETRY = 1.0
+# On a queue with job records, leases are renewed at least this often, so that a running job
+# hears of a cancel within this many seconds however long its lease is.
+_CANCEL_CHECK = 5.0
 
 
 class StorageJob(Job[Any]):
     """A job taken from storage: it carries its lease (ack id) and when to renew it."""
 
-    __slots__ = ("ack_id", "deadline", "lost", "renew_at")
+    __slots__ = ("ack_id", "cancel_seen", "deadline", "lost", "renew_at", "result")
+
+    #: The JSON bytes of a result worker's value, set just before the acknowledgement that
+    #: records it (job records only; never set otherwise).
+    result: bytes
 
     def __init__(self, job_id: str, data: Any, attempt: int, ack_id: str) -> None:
         # Job's fields set here directly: this runs once per job taken.
@@ -76,6 +94,8 @@ class StorageJob(Job[Any]):
         self.deadline = float("inf")
         #: Set once the lease is known to be lost: the job must not start (or be settled) here.
         self.lost = False
+        #: Set once a lease renewal said the job was cancelled by id (job records only).
+        self.cancel_seen = False
 
 
 class StorageSource(Source):
@@ -89,6 +109,7 @@ class StorageSource(Source):
         wake_timer: Callable[[], None],
         on_settled: Callable[[], None],
         thread_name: str,
+        keep_values: bool = False,
         **options: Any,
     ) -> None:
         super().__init__(storage, on_delayed=wake_timer, **options)
@@ -102,6 +123,10 @@ class StorageSource(Source):
         self.retries = isinstance(storage, INackable) and isinstance(storage, IDeadLetterable)
         self._buries = isinstance(storage, IDeadLetterable)
         self.can_release = isinstance(storage, ILeaseReleasable)
+        # Job records: outcomes go with the settles, cancels come with the renewals.
+        self.records = isinstance(storage, IJobRecords) and _keeps_records(storage)
+        self.cancellable = self.records
+        self._results = self.records and keep_values
         # -- readiness, guarded by the dispatcher's lock --
         # Storage is assumed to hold jobs until a take finds it empty.
         self.maybe_ready = True
@@ -117,7 +142,11 @@ class StorageSource(Source):
         self._taken_at = 0.0
         self._renewer = LeaseRenewer(self.renew_leases, f"{thread_name}:leases:{self.label}")
         self._acks = _Acks(
-            storage, isinstance(storage, IMultiAcknowledgeable), self._report, on_settled
+            storage,
+            isinstance(storage, IMultiAcknowledgeable),
+            self._report,
+            on_settled,
+            self._results,
         )
 
     # -- selection ---------------------------------------------------------------------------
@@ -223,13 +252,35 @@ class StorageSource(Source):
         lease = self._lease_seconds()
         if lease <= 0:
             return
-        renew_at = started + lease / 3
+        renew_at = started + self._renew_period(lease)
         with self._lease_lock:
             for job in jobs:
                 job.deadline = started + lease
                 job.renew_at = renew_at
                 self._leases[id(job)] = job
         self._renewer.poke()  # its next renewal may be sooner than it planned
+
+    def _renew_period(self, lease: float) -> float:
+        """Seconds between two renewals of a lease of ``lease`` seconds."""
+        period = lease / 3
+        return min(period, _CANCEL_CHECK) if self.records else period
+
+    def cancelled_here(self, job_id: str) -> None:
+        """``job_id`` was just flagged cancelled in storage through this process: if this source
+        holds its lease, stop it now rather than at the next renewal."""
+        with self._lease_lock:
+            found = [j for j in self._leases.values() if j.id == job_id and not j.cancel_seen]
+            for job in found:
+                job.cancel_seen = True
+        self._stop_cancelled(found)
+
+    def _stop_cancelled(self, jobs: list[StorageJob]) -> None:
+        """Stop ``jobs``, cancelled by id, as at a timeout (a job not started yet is settled
+        when a slot reaches it, without running)."""
+        for job in jobs:
+            job._request_cancel()
+            if self._cancel_running is not None:
+                self._cancel_running(self, job)
 
     def _forget(self, job: Job[Any]) -> None:
         if self._leases:
@@ -258,10 +309,17 @@ class StorageSource(Source):
         if not due:
             return min(later, default=None)
         lease = self._lease_seconds()
+        period = self._renew_period(lease)
+        cancelled: list[StorageJob] = []
         for job in due:
             sent = time.monotonic()
+            cancel = False
             try:
-                kept = bool(self.storage.extend_lease(job.ack_id))
+                if self.records:
+                    answer = self.storage.extend_lease_or_cancel(job.ack_id)
+                    kept, cancel = answer != "lost", answer == "cancel"
+                else:
+                    kept = bool(self.storage.extend_lease(job.ack_id))
             except Exception:
                 # Storage unreachable: the lease may still be ours until its deadline.
                 if time.monotonic() < job.deadline:
@@ -273,11 +331,15 @@ class StorageSource(Source):
                     continue  # settled meanwhile
                 if kept:
                     job.deadline = sent + lease
-                    job.renew_at = sent + lease / 3
+                    job.renew_at = sent + period
+                    if cancel and not job.cancel_seen:
+                        job.cancel_seen = True
+                        cancelled.append(job)
                     continue
                 del self._leases[id(job)]
             job.lost = True
             self._report(LeaseLostError(job.id, job.ack_id))
+        self._stop_cancelled(cancelled)
         return time.monotonic()  # renewals took time: look again at once
 
     # -- after a run -------------------------------------------------------------------------
@@ -286,24 +348,45 @@ class StorageSource(Source):
         assert isinstance(job, StorageJob)
         self._forget(job)
         if error is None:
-            self._acks.send(job)
-            return Outcome.OK
+            if not self._results:
+                self._acks.send(job)
+                return Outcome.OK
+            error = self._keep_result(job, value)
+            if error is None:
+                self._acks.send(job)
+                return Outcome.OK
         self._failed(job, error)
         outcome, delay = after_failure(self.retry, error, job.attempt)
+        if job.cancel_seen:
+            outcome = Outcome.FAILED  # cancelled by id: whatever it raised, not run again
         if outcome is Outcome.FAILED or not self.retries:
-            self._acks.send(job)
+            if self.records:
+                self._fail(job, error)
+            else:
+                self._acks.send(job)
             return Outcome.FAILED
         if outcome is Outcome.RETRIED:
             self._nack(job, delay)
         else:
-            self._bury(job.id, job.ack_id, failure_text(error))
+            self._bury(job.id, job.ack_id, failure_text(error), error)
         return outcome
+
+    def _keep_result(self, job: StorageJob, value: Any) -> ResultNotJSONError | None:
+        """Encode a result worker's ``value`` for its record (``job.result``); the error that
+        fails the job instead when JSON cannot hold it."""
+        try:
+            job.result = encode_result(value)
+        except (TypeError, ValueError) as exc:
+            return ResultNotJSONError(job.id, self.label, str(exc))
+        return None
 
     async def settle_async(
         self, job: Job[Any], value: Any, error: BaseException | None, io: Executor
     ) -> Outcome:
+        assert isinstance(job, StorageJob)
+        if error is None and self._results:
+            error = self._keep_result(job, value)  # if not encodable: a failure, settled below
         if error is None:
-            assert isinstance(job, StorageJob)
             self._forget(job)
             self._acks.send_soon(job, io)
             return Outcome.OK
@@ -340,10 +423,29 @@ class StorageSource(Source):
         self.expect_due(delay)
         self._on_delayed()
 
-    def _bury(self, job_id: str, ack_id: str, error: str) -> None:
-        """Move the job leased under ``ack_id`` to the dead letters."""
+    def _fail(self, job: StorageJob, error: BaseException) -> None:
+        """End the job for good with ``error`` in its record (job records only)."""
         try:
-            moved = bool(self.storage.dead_letter(ack_id, error))
+            ended = bool(self.storage.fail(job.ack_id, encode_error(error)))
+        except Exception as exc:
+            self._report(AcknowledgeJobError(job.id, job.ack_id, exc))
+            return
+        if not ended:
+            self._report(AcknowledgeJobError(job.id, job.ack_id))
+
+    def _bury(
+        self, job_id: str, ack_id: str, error: str, cause: BaseException | None = None
+    ) -> None:
+        """Move the job leased under ``ack_id`` to the dead letters (with records: ``cause``,
+        or the text, kept in its record too)."""
+        try:
+            if self.records:
+                kept = encode_error(
+                    cause if cause is not None else ParseJobError(self.label, ack_id, error)
+                )
+                moved = bool(self.storage.dead_letter_with_error(ack_id, error, kept))
+            else:
+                moved = bool(self.storage.dead_letter(ack_id, error))
         except Exception as exc:
             self._report(AcknowledgeJobError(job_id, ack_id, exc))
             return
@@ -415,6 +517,8 @@ class _Acks:
     With ``acknowledge_many``, a finished job's ack id joins the pending batch, and the first
     thread that finds no flush under way sends every pending id, batch after batch, until none
     is left; the others go straight on to their next job. ``unacked`` counts ids not sent yet.
+    With ``results`` (a result worker on a queue with job records), every acknowledgement
+    carries its job's result bytes (``job.result``), through ``acknowledge_with_results``.
     """
 
     def __init__(
@@ -423,9 +527,11 @@ class _Acks:
         batched: bool,
         report: Report,
         on_settled: Callable[[], None],
+        results: bool = False,
     ) -> None:
         self._storage = storage
-        self._batched = batched
+        self._results = results
+        self._batched = batched or results  # acknowledge_with_results takes batches
         self._report = report
         self._on_settled = on_settled
         self._acked = isinstance(storage, IAcknowledgeable)
@@ -490,9 +596,13 @@ class _Acks:
 
     def _flush(self, batch: list[StorageJob]) -> None:
         try:
-            results: list[bool | BaseException] = [
-                bool(r) for r in self._storage.acknowledge_many([j.ack_id for j in batch])
-            ]
+            if self._results:
+                answers = self._storage.acknowledge_with_results(
+                    [(j.ack_id, j.result) for j in batch]
+                )
+            else:
+                answers = self._storage.acknowledge_many([j.ack_id for j in batch])
+            results: list[bool | BaseException] = [bool(r) for r in answers]
             if len(results) != len(batch):
                 raise RuntimeError(
                     f"acknowledge_many returned {len(results)} results for {len(batch)} ids"
@@ -507,3 +617,11 @@ class _Acks:
             return
         cause = outcome if isinstance(outcome, BaseException) else None
         self._report(AcknowledgeJobError(job.id, job.ack_id, cause))
+
+
+def _keeps_records(storage: Any) -> bool:
+    """Whether ``storage`` (an ``IJobRecords``) was opened with ``keep_results`` above 0."""
+    try:
+        return float(storage.keep_results) > 0
+    except Exception:
+        return False

@@ -7,12 +7,17 @@ at a given time is each source's business:
 
 - a running plain job whose timeout passed is failed with :class:`~varmq.JobTimeoutError` and
   settled by its source (its ``cancelled`` event set, its lease no longer renewed), while its
-  thread keeps running the function until it returns (see :meth:`Timer.watch`);
+  thread keeps running the function until it returns (see :meth:`Timer.watch`); a job
+  cancelled by id while it runs (:meth:`Timer.cancel`) is settled the same way, at once, with
+  :class:`~varmq.JobCancelledError`;
 - :meth:`~varmq.sources.Source.tick_locked`: an in-memory queue moves its due delayed and
   retried jobs into line; a storage queue last found empty is looked at again every
   ``poll_interval`` seconds (so jobs added by other processes are found even when no
   notification arrives), and again when its back-off after an error ends or a job this process
   delayed or gave back falls due;
+- the worker's recurring jobs (:mod:`varmq.schedules`): while the worker is active, each
+  schedule's due occurrence is handed to the producer threads to add, and the timer wakes at
+  the next one (on the wall clock: occurrences are the same times in every process);
 
 Lease renewals are not its work: each storage queue renews the leases of the jobs it handed out
 on a :class:`LeaseRenewer` thread of its own, so that a storage that hangs (a frozen Redis, a
@@ -23,15 +28,18 @@ queue: no thread per job.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from .dispatch import Dispatcher
-from .errors import JobTimeoutError
+from .errors import JobCancelledError, JobTimeoutError
+from .handles import producer_pool
 from .job import Job
 from .retry import Outcome
+from .schedules import Schedule
 from .sources import Source
 from .states import State
 
@@ -39,17 +47,22 @@ log = logging.getLogger("varmq.worker")
 
 __all__ = ["LeaseRenewer", "Timer", "Watch"]
 
+# Schedules are looked at this long after an occurrence's time: the wall clock and the
+# monotonic one the timer sleeps on drift apart a little.
+_LATE = 0.001
+
 
 class Watch:
-    """A running job with a timeout, watched by the timer until its function returns."""
+    """A running job with a timeout (or one that may be cancelled by id: its timeout is then
+    ``None`` when it has none), watched by the timer until its function returns."""
 
     __slots__ = ("deadline", "job", "source", "timeout")
 
-    def __init__(self, source: Source, job: Job[Any], timeout: float) -> None:
+    def __init__(self, source: Source, job: Job[Any], timeout: float | None) -> None:
         self.source = source
         self.job = job
         self.timeout = timeout
-        self.deadline = time.monotonic() + timeout
+        self.deadline = math.inf if timeout is None else time.monotonic() + timeout
 
 
 class Timer:
@@ -66,12 +79,15 @@ class Timer:
         self._thread: threading.Thread | None = None
         # Running jobs with a timeout, by id of their Watch: at most the concurrency of them.
         self._watches: dict[int, Watch] = {}
+        # The worker's recurring jobs, in the order they were declared.
+        self._schedules: list[Schedule] = []
         self._planned = 0.0
         self._poked = False
         self._waiting = False
 
-    def watch(self, source: Source, job: Job[Any], timeout: float) -> Watch:
-        """Fail ``job`` (just started) if it still runs ``timeout`` seconds from now."""
+    def watch(self, source: Source, job: Job[Any], timeout: float | None) -> Watch:
+        """Fail ``job`` (just started) if it still runs ``timeout`` seconds from now; with
+        ``None``, only watch it so that :meth:`cancel` can settle it."""
         entry = Watch(source, job, timeout)
         with self._cv:
             self._watches[id(entry)] = entry
@@ -82,10 +98,60 @@ class Timer:
             self.start()
         return entry
 
+    def add_schedule(self, schedule: Schedule) -> None:
+        """Fire ``schedule`` from now on (while the worker is active)."""
+        with self._cv:
+            self._schedules.append(schedule)
+            self._poked = True
+            self._cv.notify_all()
+
+    def remove_schedule(self, schedule: Schedule) -> bool:
+        """Stop firing ``schedule``; whether it was there."""
+        with self._cv:
+            if schedule not in self._schedules:
+                return False
+            self._schedules.remove(schedule)
+            return True
+
+    def schedules(self) -> list[Schedule]:
+        """The schedules it fires."""
+        with self._cv:
+            return list(self._schedules)
+
+    def _fire_due(self, now: float) -> float | None:
+        """Hand the due occurrences of every schedule to the producer threads; the monotonic
+        time of the next one (``None``: no schedule)."""
+        with self._cv:
+            schedules = list(self._schedules)
+        if not schedules:
+            return None
+        if self._dispatch.state is not State.ACTIVE:
+            return now + self._dispatch.poll_interval  # paused: nothing fires, look again later
+        wall = time.time()
+        next_wall = math.inf
+        for schedule in schedules:
+            when = schedule.due(wall)
+            if when is not None:
+                producer_pool().submit(schedule.fire, when)
+            next_wall = min(next_wall, schedule.next_after(wall))
+        return now + max(next_wall - wall, 0.0) + _LATE  # never a moment early
+
     def unwatch(self, entry: Watch) -> bool:
         """The job's function returned: ``False`` if its timeout passed first (it is settled)."""
         with self._cv:
             return self._watches.pop(id(entry), None) is not None
+
+    def cancel(self, source: Source, job: Job[Any]) -> bool:
+        """Settle the watched ``job`` now as cancelled by id, as a timeout would (its
+        ``cancelled`` event set, its thread left to finish the function); whether it was
+        watched (running, and not settled yet)."""
+        with self._cv:
+            entry = next((w for w in self._watches.values() if w.job is job), None)
+            if entry is None:
+                return False
+            del self._watches[id(entry)]
+        self._settle_early(entry, JobCancelledError(job.id, running=True), timed_out=False)
+        return True
 
     def _expire(self, now: float) -> float | None:
         """Fail the watched jobs whose timeout passed; the next deadline, if any."""
@@ -94,19 +160,24 @@ class Timer:
             for entry in due:
                 del self._watches[id(entry)]
             later = min((w.deadline for w in self._watches.values()), default=None)
-        dispatch = self._dispatch
         for entry in due:
-            job, source = entry.job, entry.source
-            job._request_cancel()
-            error = JobTimeoutError(job.id, source.label, entry.timeout)
-            try:
-                outcome = source.settle(job, None, error)
-            except Exception:
-                log.exception("varmq: settling timed-out job %r of %r failed", job.id, source.label)
-                outcome = Outcome.FAILED
-            with dispatch.lock:
-                dispatch.timed_out_locked(outcome)
-        return later
+            assert entry.timeout is not None
+            error = JobTimeoutError(entry.job.id, entry.source.label, entry.timeout)
+            self._settle_early(entry, error, timed_out=True)
+        return None if later == math.inf else later
+
+    def _settle_early(self, entry: Watch, error: BaseException, timed_out: bool) -> None:
+        """Settle a job whose function still runs, with ``error``; its slot is given back when
+        the function returns."""
+        job, source = entry.job, entry.source
+        job._request_cancel()
+        try:
+            outcome = source.settle(job, None, error)
+        except Exception:
+            log.exception("varmq: settling stopped job %r of %r failed", job.id, source.label)
+            outcome = Outcome.FAILED
+        with self._dispatch.lock:
+            self._dispatch.timed_out_locked(outcome, timed_out)
 
     def start(self) -> None:
         with self._cv:
@@ -144,6 +215,10 @@ class Timer:
                 deadline = self._expire(now)
                 if deadline is not None:
                     next_due = min(next_due, deadline)
+            if self._schedules:
+                occurrence = self._fire_due(now)
+                if occurrence is not None:
+                    next_due = min(next_due, occurrence)
             with self._cv:
                 if not self._running:
                     return

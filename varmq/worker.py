@@ -4,7 +4,8 @@ A worker object is what users hold; it wires the machinery together at construct
 stays out of the way of the jobs: :mod:`varmq.dispatch` (state, slots, the step),
 :mod:`varmq.runners` (threads or an event loop), :mod:`varmq.sources` and
 :mod:`varmq.storage_source` (taking from and settling with each bound queue),
-:mod:`varmq.timer` (polls, delays, lease renewals) and :mod:`varmq.binding` (``bind_*``).
+:mod:`varmq.timer` (polls, delays, lease renewals, recurring jobs), :mod:`varmq.binding`
+(``bind_*``) and :mod:`varmq.schedules` (``schedule``).
 """
 
 from __future__ import annotations
@@ -33,12 +34,22 @@ from .group import (
     EnqueuedResultGroupJob,
     Group,
 )
-from .handles import JobMaker, Producer
-from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, FailedJob
+from .handles import (
+    DistributedPriorityQueue,
+    DistributedQueue,
+    JobMaker,
+    PersistentPriorityQueue,
+    PersistentQueue,
+    PriorityQueue,
+    Producer,
+)
+from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, FailedJob, Job
 from .metrics import Metrics
 from .options import ErrorHandler
 from .retry import Retry
 from .runners import AsyncRunner, ThreadRunner
+from .schedules import Schedule, check_data, check_storage
+from .sources import Source
 from .states import State, Status
 from .strategies import Strategy
 from .timer import Timer
@@ -170,6 +181,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
             poison_limit=poison_limit,
             wake_timer=self._wake_timer,
             thread_name=f"varmq:{label}",
+            cancel_running=self._cancel_running,
+            outcomes=self._group_wants,
         )
         if auto_run:
             self.start()
@@ -189,6 +202,11 @@ class BaseWorker(MemoryBinding[T, H, G]):
             return handle
 
         return group, wrap
+
+    def _cancel_running(self, source: Source, job: Job[Any]) -> None:
+        """A job of ``source`` was cancelled by id: stop it if it runs (a job not started yet is
+        settled as cancelled when a slot reaches it)."""
+        self._dispatch.runner.cancel(source, job)
 
     def _wake_timer(self) -> None:
         """Something was put on hold or leased: the timer must run, and may be due sooner."""
@@ -282,7 +300,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
             self._stopped_at = None
             timed = dispatch.needs_timer()
         dispatch.spawn_pending()
-        if timed:
+        if timed or self._timer.schedules():
             self._timer.start()
 
     def pause(self) -> None:
@@ -291,9 +309,12 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._dispatch.pause()
 
     def resume(self) -> None:
-        """Take jobs again after a pause."""
+        """Take jobs again after a pause (and fire the latest missed occurrence of each
+        schedule, once)."""
         self._dispatch.check_process()
         self._dispatch.resume()
+        if self._timer.schedules():
+            self._timer.poke()
 
     def stop(self) -> None:
         """Stop taking jobs. Running jobs finish; queued jobs are kept.
@@ -332,6 +353,71 @@ class BaseWorker(MemoryBinding[T, H, G]):
         with dispatch.lock:
             dispatch.tune_locked(limit)
         dispatch.spawn_pending()
+
+    # -- recurring jobs -------------------------------------------------------------------------
+
+    def schedule(
+        self,
+        name: str,
+        *,
+        every: float | None = None,
+        cron: str | None = None,
+        data: Any = None,
+        queue: Any = None,
+    ) -> Schedule:
+        """Add a job to ``queue`` at every occurrence of ``every`` (seconds) or ``cron`` (an
+        expression, in UTC; needs ``pip install 'varmq[cron]'``), with ``data``, while the worker
+        is active; returns the :class:`~varmq.Schedule` (``cancel()`` ends it).
+
+        Each occurrence's job id is ``f"{name}:{occurrence}"`` (the occurrence's UTC time in ISO
+        8601), so every process that declares the schedule adds the same ids and the queue
+        stores each once: the job runs once however many consumers run, with no leader. On a
+        storage queue that needs job records (``keep_results``, at least the period), so that
+        an occurrence that already ran is not added again (``ValueError`` otherwise). After the
+        worker was stopped or paused, only the latest missed occurrence fires, once.
+        ``every=`` occurrences are multiples of ``every`` seconds since the Unix epoch.
+
+        ``queue`` is a handle bound to this worker, or any storage handle (a producer-only one
+        too); ``None`` means the worker's one bound queue.
+        """
+        handle = self._schedule_queue(name, queue)
+        producer = getattr(handle, "_producer", None)
+        made = Schedule(
+            name,
+            every=every,
+            cron=cron,
+            data=data,
+            queue=handle,
+            add=_adder(handle, data),
+            report=self._report,
+            on_cancel=self._unschedule,
+        )
+        if any(s.name == name for s in self._timer.schedules()):
+            raise ValueError(f"varmq: worker {self._label} already has a schedule {name!r}")
+        if isinstance(handle, _STORAGE_HANDLES):
+            check_data(name, data, producer.to_json if producer is not None else None)
+            check_storage(made, handle._storage, time.time())
+        self._timer.add_schedule(made)
+        self._wake_timer()
+        return made
+
+    def _schedule_queue(self, name: str, queue: Any) -> Any:
+        if queue is not None:
+            if not callable(getattr(queue, "add", None)):
+                raise TypeError(
+                    f"varmq: schedule {name!r}: queue must be a queue handle, got {queue!r}"
+                )
+            return queue
+        bound = self._binder.handles
+        if len(bound) != 1:
+            raise ValueError(
+                f"varmq: schedule {name!r}: worker {self._label} has {len(bound)} bound queues; "
+                "say which one with queue="
+            )
+        return bound[0]
+
+    def _unschedule(self, schedule: Schedule) -> None:
+        self._timer.remove_schedule(schedule)
 
     # -- waits --------------------------------------------------------------------------------
     #
@@ -572,6 +658,21 @@ class BaseWorker(MemoryBinding[T, H, G]):
         return f"<{type(self).__name__} {self._label} {self.status.value}>"
 
 
+_STORAGE_HANDLES = (
+    PersistentQueue,
+    PersistentPriorityQueue,
+    DistributedQueue,
+    DistributedPriorityQueue,
+)
+
+
+def _adder(handle: Any, data: Any) -> Callable[[str], object]:
+    """What adds ``data`` with a job id to ``handle``, refusals raised (``strict``)."""
+    if isinstance(handle, PriorityQueue | PersistentPriorityQueue | DistributedPriorityQueue):
+        return lambda job_id: handle.add(data, 0, job_id=job_id, strict=True)
+    return lambda job_id: handle.add(data, job_id=job_id, strict=True)
+
+
 def _waiting_or_zero(source: Any) -> int:
     try:
         return int(source.waiting())
@@ -583,8 +684,12 @@ class Worker(BaseWorker[T, EnqueuedJob[T], EnqueuedGroupJob], StorageBinding[T])
     """A worker whose job function returns nothing; it can also bind storage queues."""
 
 
-class ErrWorker(BaseWorker[T, EnqueuedErrJob[T], EnqueuedErrGroupJob]):
-    """A worker whose job function may raise; the exception is the job's error."""
+class ErrWorker(BaseWorker[T, EnqueuedErrJob[T], EnqueuedErrGroupJob], StorageBinding[T]):
+    """A worker whose job function may raise; the exception is the job's error.
+
+    It binds storage queues that keep job records (``keep_results``): the exception is recorded
+    there, for ``handle.result_of(job_id)`` in any process.
+    """
 
     _job_class = EnqueuedErrJob
     _group_class = EnqueuedErrGroupJob
@@ -592,9 +697,15 @@ class ErrWorker(BaseWorker[T, EnqueuedErrJob[T], EnqueuedErrGroupJob]):
 
 
 class ResultWorker(
-    BaseWorker[T, EnqueuedResultJob[T, R], EnqueuedResultGroupJob[R]], Generic[T, R]
+    BaseWorker[T, EnqueuedResultJob[T, R], EnqueuedResultGroupJob[R]],
+    StorageBinding[T],
+    Generic[T, R],
 ):
-    """A worker whose job function returns a value (or raises)."""
+    """A worker whose job function returns a value (or raises).
+
+    It binds storage queues that keep job records (``keep_results``): the value (JSON) or the
+    exception is recorded there, for ``handle.result_of(job_id)`` in any process.
+    """
 
     _job_class = EnqueuedResultJob
     _group_class = EnqueuedResultGroupJob

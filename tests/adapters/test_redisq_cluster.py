@@ -20,7 +20,7 @@ from tests.adapters.test_redisq_conformance import redisq_harness
 from tests.support.redis_server import RedisClusterNodes
 from varmq.protocols import ILeaseReleasable
 from varmq.testing import QueuesHarness
-from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
+from varmq.testing.conformance import ALL_EXTENSIONS, RECORD_EXTENSIONS, QueueConformance
 
 
 def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
@@ -38,8 +38,13 @@ def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
 class TestRedisqOnClusterConformance(QueueConformance):
     """redisq through ``redis.cluster.RedisCluster`` on three nodes; a client per test."""
 
-    # release() is not implemented by this adapter yet.
-    extensions = tuple(e for e in ALL_EXTENSIONS if e is not ILeaseReleasable)
+    # release() is not implemented by this adapter yet. TEMPORARY: job records
+    # (RECORD_EXTENSIONS: keep_results, job_record, cancel, the settles with an outcome,
+    # subscribe_records) are not implemented by this adapter yet either; remove them from this
+    # exclusion when it implements them.
+    extensions = tuple(
+        e for e in ALL_EXTENSIONS if e is not ILeaseReleasable and e not in RECORD_EXTENSIONS
+    )
 
     @pytest.fixture(autouse=True)
     def _client(self, redis_cluster: RedisClusterNodes) -> Iterator[None]:

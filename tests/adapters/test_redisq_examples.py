@@ -63,9 +63,7 @@ def test_consumer_runs_every_job_the_producer_added_exactly_once(
              "-n", str(n)],
             cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT, check=False,
         )  # fmt: skip
-        assert (producer.returncode, producer.stdout.strip()) == (0, f"added {n}"), (
-            producer.stderr
-        )
+        assert (producer.returncode, producer.stdout.strip()) == (0, f"added {n}"), producer.stderr
         deadline = time.monotonic() + TIMEOUT
         while sum(_done(log) for log in logs) < n:  # however the two shared the jobs
             assert time.monotonic() < deadline, "the consumers did not finish the jobs"

@@ -340,10 +340,12 @@ def test_many_workers_started_and_stopped_leave_no_threads(poll: Any) -> None:
             queue.add(j)
         assert worker.stop_and_wait(WAIT)
     assert poll(
-        lambda: not [
-            t
-            for t in threading.enumerate()
-            if t.name.startswith("varmq:") and not t.name.startswith("varmq:producer")
-        ],
+        lambda: (
+            not [
+                t
+                for t in threading.enumerate()
+                if t.name.startswith("varmq:") and not t.name.startswith("varmq:producer")
+            ]
+        ),
         timeout=WAIT,
     )

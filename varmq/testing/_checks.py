@@ -17,6 +17,8 @@ from typing import Any, NamedTuple
 from varmq.protocols import (
     DEFAULT_DEAD_LETTER_LIMIT,
     DEFAULT_DEAD_LETTER_MAX_AGE,
+    DEFAULT_KEEP_RESULTS,
+    DEFAULT_KEEP_RESULTS_LIMIT,
     DEFAULT_VISIBILITY_TIMEOUT,
     MAX_COUNT,
     MAX_DELAY,
@@ -51,6 +53,8 @@ RULES: Mapping[str, _Rule] = {
     "visibility_timeout": _Rule(False, 0, True, MAX_VISIBILITY_TIMEOUT, "seconds > 0, <= 7 days"),
     "dead_letter_limit": _Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
     "dead_letter_max_age": _Rule(False, 0, True, MAX_DELAY, "seconds > 0, <= 100 years"),
+    "keep_results": _Rule(False, 0, False, MAX_DELAY, "seconds >= 0, <= 100 years (0: off)"),
+    "keep_results_limit": _Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
     # arguments of queue methods
     "delay": _Rule(False, -_INF, False, MAX_DELAY, "finite seconds <= 100 years (<= 0: now)"),
     "priority": _Rule(True, -MAX_PRIORITY, False, MAX_PRIORITY, "an int within +-2**53"),
@@ -67,6 +71,8 @@ class QueueSettings:
     visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
     dead_letter_limit: int = DEFAULT_DEAD_LETTER_LIMIT
     dead_letter_max_age: float = DEFAULT_DEAD_LETTER_MAX_AGE
+    keep_results: float = DEFAULT_KEEP_RESULTS
+    keep_results_limit: int = DEFAULT_KEEP_RESULTS_LIMIT
 
 
 _OPTIONS = tuple(option.name for option in fields(QueueSettings))
@@ -112,8 +118,11 @@ def check_name(store: str, name: Any) -> str:
     return name
 
 
-def as_bytes(subject: str, item: Any) -> bytes:
-    """``item`` as the bytes to store: bytes-like as is, ``str`` as UTF-8."""
+def as_bytes(subject: str, item: Any, what: str = "item") -> bytes:
+    """``item`` as the bytes to store: bytes-like as is, ``str`` as UTF-8.
+
+    ``what`` names the argument in messages (``"item"``, ``"result"``, ``"error"``).
+    """
     if isinstance(item, bytes):
         return item
     if isinstance(item, (bytearray, memoryview)):
@@ -122,8 +131,9 @@ def as_bytes(subject: str, item: Any) -> bytes:
         try:
             return item.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise ValueError(f"{subject}: item is a str that UTF-8 cannot encode ({exc})") from None
-    raise TypeError(f"{subject}: item of type {type(item).__name__}; expected bytes or str")
+            problem = f"{subject}: {what} is a str that UTF-8 cannot encode ({exc})"
+            raise ValueError(problem) from None
+    raise TypeError(f"{subject}: {what} of type {type(item).__name__}; expected bytes or str")
 
 
 def check_job_id(subject: str, job_id: Any) -> str:

@@ -1,8 +1,9 @@
 """What every part of the conformance suite shares: the base class, kinds, timings, helpers.
 
 Private to ``varmq.testing``: ``conformance`` re-exports the public names, and each part of the
-suite (``conformance``, ``conformance_retries``, ``conformance_checks``, ``conformance_worker``)
-subclasses :class:`SuiteBase` and imports the helpers from here. Needs pytest.
+suite (``conformance``, ``conformance_retries``, ``conformance_checks``, ``conformance_worker``,
+``conformance_records``, ...) subclasses :class:`SuiteBase` and imports the helpers from here.
+Needs pytest.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from varmq.protocols import (
     IDeadLetterable,
     IDedupQueue,
     IDelayedEnqueue,
+    IJobRecords,
     ILeaseExtendable,
     ILeaseReleasable,
     IMultiAcknowledgeable,
     INackable,
     IQueueStats,
+    IRecordSubscribable,
 )
 from varmq.testing.harness import QueueKind, StorageHarness
 
@@ -50,7 +53,15 @@ for batching, retries, dedup and long jobs, and that ``sqliteq`` and ``redisq`` 
 RETRY_EXTENSIONS: tuple[type, ...] = (IDelayedEnqueue, INackable, IDeadLetterable, IQueueStats)
 """The protocols of delayed jobs, retries, dead letters and stats (tests in
 ``conformance_retries``). Not in ``DEFAULT_EXTENSIONS``: a storage claims them once it has them."""
-ALL_EXTENSIONS: tuple[type, ...] = (*DEFAULT_EXTENSIONS, ICapacitySetter, *RETRY_EXTENSIONS)
+RECORD_EXTENSIONS: tuple[type, ...] = (IJobRecords, IRecordSubscribable)
+"""The protocols of job records (tests in ``conformance_records``): what a job became, kept for
+``keep_results`` seconds, waited for and cancelled by id. Not in ``DEFAULT_EXTENSIONS``."""
+ALL_EXTENSIONS: tuple[type, ...] = (
+    *DEFAULT_EXTENSIONS,
+    ICapacitySetter,
+    *RETRY_EXTENSIONS,
+    *RECORD_EXTENSIONS,
+)
 """Every optional protocol the suite knows how to test."""
 
 FIFO_KINDS = (QueueKind(False, False), QueueKind(False, True))
@@ -69,8 +80,9 @@ class SuiteBase:
     extensions: ClassVar[tuple[type, ...]] = DEFAULT_EXTENSIONS
     """The optional protocols this storage implements; the tests of the others are skipped.
 
-    Narrow it when your storage lacks one; widen it with ``ICapacitySetter`` and
-    ``RETRY_EXTENSIONS`` when it implements them (``ALL_EXTENSIONS`` is every one).
+    Narrow it when your storage lacks one; widen it with ``ICapacitySetter``,
+    ``RETRY_EXTENSIONS`` and ``RECORD_EXTENSIONS`` when it implements them (``ALL_EXTENSIONS``
+    is every one).
     """
 
     def make_harness(self) -> StorageHarness:
@@ -116,6 +128,17 @@ class SuiteBase:
 def kinds(of: tuple[QueueKind, ...]) -> pytest.MarkDecorator:
     """Run the decorated test once per kind in ``of``."""
     return pytest.mark.parametrize("kind", of, ids=str)
+
+
+def bind(worker: Any, q: Any, kind: QueueKind) -> Any:
+    """Bind ``q`` to ``worker`` with the ``with_*`` method of its kind; the handle."""
+    if kind.distributed:
+        if kind.priority:
+            return worker.with_distributed_priority_queue(q)
+        return worker.with_distributed_queue(q)
+    if kind.priority:
+        return worker.with_persistent_priority_queue(q)
+    return worker.with_persistent_queue(q)
 
 
 def fresh_name() -> str:

@@ -34,8 +34,9 @@ instead of ``make_harness``. Tests run on each of the four kinds of queue (``que
 ``priority_queue``, ``distributed_queue``, ``distributed_priority_queue``) that their claim
 applies to. A storage that does not implement an extension protocol (batch takes, delivery
 counts, ``acknowledge_many``, dedup, leases) narrows the class attribute ``extensions``; one that
-also implements ``ICapacitySetter`` or the retry protocols (``RETRY_EXTENSIONS``: delayed
-enqueue, nack, dead letters, stats) widens it, up to ``ALL_EXTENSIONS``. The tests of the
+also implements ``ICapacitySetter``, the retry protocols (``RETRY_EXTENSIONS``: delayed
+enqueue, nack, dead letters, stats) or job records (``RECORD_EXTENSIONS``) widens it, up to
+``ALL_EXTENSIONS``. The tests of the
 protocols left out are skipped; the ones kept are checked with ``isinstance``.
 
 :class:`QueueConformance` is the sum of its parts, each a subclass of one base
@@ -43,7 +44,8 @@ protocols left out are skipped; the ones kept are checked with ``isinstance``.
 ``RetryConformance`` (``conformance_retries``: delays, nacks, dead letters, stats),
 ``LeaseConformance`` (``conformance_leases``: ``release``, and every call during an outage),
 ``CheckConformance`` (``conformance_checks``: the argument and option checks every storage
-shares) and ``WorkerConformance`` (``conformance_worker``: the worker on this storage).
+shares), ``WorkerConformance`` (``conformance_worker``: the worker on this storage) and
+``RecordConformance`` (``conformance_records``: job records, their outcomes and cancel).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ from varmq.testing._suite import (
     FIFO_KINDS,
     LEASE,
     PRIORITY_KINDS,
+    RECORD_EXTENSIONS,
     RETRY_EXTENSIONS,
     WAIT,
     SuiteBase,
@@ -84,6 +87,7 @@ from varmq.testing._suite import (
 )
 from varmq.testing.conformance_checks import CheckConformance
 from varmq.testing.conformance_leases import LeaseConformance
+from varmq.testing.conformance_records import RecordConformance
 from varmq.testing.conformance_retries import RetryConformance
 from varmq.testing.conformance_worker import WorkerConformance
 from varmq.testing.harness import QueueKind, QueuesHarness, StorageHarness
@@ -91,6 +95,7 @@ from varmq.testing.harness import QueueKind, QueuesHarness, StorageHarness
 __all__ = [
     "ALL_EXTENSIONS",
     "DEFAULT_EXTENSIONS",
+    "RECORD_EXTENSIONS",
     "RETRY_EXTENSIONS",
     "BaseConformance",
     "QueueConformance",
@@ -667,6 +672,11 @@ class BaseConformance(SuiteBase):
 
 
 class QueueConformance(
-    BaseConformance, RetryConformance, LeaseConformance, CheckConformance, WorkerConformance
+    BaseConformance,
+    RetryConformance,
+    LeaseConformance,
+    CheckConformance,
+    WorkerConformance,
+    RecordConformance,
 ):
     """The whole suite; subclass it with a ``Test*`` name and implement ``make_harness``."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
 import varmq
 from varmq.protocols import ICountedDelivery, IDeadLetterable
@@ -19,6 +18,7 @@ from varmq.testing._suite import (
     LEASE,
     WAIT,
     SuiteBase,
+    bind,
     fresh_name,
     kinds,
     put,
@@ -45,7 +45,7 @@ class WorkerConformance(SuiteBase):
                 seen.append(job.data)
 
         worker = varmq.new_worker(record, 8, auto_run=False)
-        handle = _bind(worker, q, kind)
+        handle = bind(worker, q, kind)
         for i in range(total):
             assert handle.add(i, i % 7) if kind.priority else handle.add(i)
         worker.start()
@@ -70,7 +70,7 @@ class WorkerConformance(SuiteBase):
         done = threading.Event()
         worker = varmq.new_worker(lambda job: done.set(), 2, poll_interval=60.0)
         try:
-            _bind(worker, self.open(harness, kind, name), kind)
+            bind(worker, self.open(harness, kind, name), kind)
             assert done.wait(WAIT), "a job stored before the bind was not run"
         finally:
             worker.stop_and_wait(timeout=WAIT)
@@ -85,7 +85,7 @@ class WorkerConformance(SuiteBase):
         ran = threading.Event()
         worker = varmq.new_worker(lambda job: ran.set(), 2, poll_interval=0.05, poison_limit=2)
         try:
-            handle = _bind(worker, q, kind)
+            handle = bind(worker, q, kind)
             assert handle.add("good", 1) if kind.priority else handle.add("good")
             assert ran.wait(WAIT), "a job behind the corrupt bytes did not run"
             assert worker.wait(WAIT)  # "good" is acknowledged before any lease time passes
@@ -131,14 +131,3 @@ class WorkerConformance(SuiteBase):
             worker.stop_and_wait(timeout=WAIT)
         assert worker.metrics.completed == 1 and worker.errs().empty()
         assert observer.dequeue_with_ack_id() is None
-
-
-def _bind(worker: Any, q: Any, kind: QueueKind) -> Any:
-    """Bind ``q`` to ``worker`` with the ``with_*`` method of its kind."""
-    if kind.distributed:
-        if kind.priority:
-            return worker.with_distributed_priority_queue(q)
-        return worker.with_distributed_queue(q)
-    if kind.priority:
-        return worker.with_persistent_priority_queue(q)
-    return worker.with_persistent_queue(q)

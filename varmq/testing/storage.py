@@ -22,6 +22,12 @@ back, ``dead_letter(ack_id, error)`` shelves it for an operator (``dead_letters`
 ``requeue_dead``, ``purge_dead``), and ``stats()`` counts what is where. ``list_queues()`` and
 ``open_queue(name)`` on the storage find queues by name, as on ``sqliteq`` and ``redisq``.
 
+Opened with ``keep_results=SECONDS``, a queue keeps job records (``IJobRecords``): every job added
+with an id has one (``job_record``), settles can carry its outcome (``acknowledge_with_results``,
+``fail``, ``dead_letter_with_error``), ``cancel`` removes or flags it, ``extend_lease_or_cancel``
+tells its consumer, and ``subscribe_records`` hears ends. The bookkeeping is in
+``varmq.testing._records``; every transition happens under the same lock as the job's own.
+
 Every opener goes through one method, ``MemoryStorage._open``, and every argument is checked by
 the rules of ``varmq.protocols`` ("Arguments and options") in ``varmq.testing._checks``, the
 module an adapter copies to check its arguments the same way.
@@ -50,7 +56,9 @@ from varmq.protocols import (
     DEFAULT_DEAD_LETTER_LIMIT,
     DEFAULT_DEAD_LETTER_MAX_AGE,
     DeadLetterRecord,
+    LeaseAnswer,
     QueueStats,
+    StoredJobRecord,
 )
 from varmq.testing._checks import (
     QueueSettings,
@@ -62,6 +70,7 @@ from varmq.testing._checks import (
     error_text,
     queue_settings,
 )
+from varmq.testing._records import Record, RecordBook
 
 __all__ = [
     "DEAD_LETTER_LIMIT",
@@ -113,11 +122,13 @@ class Faults:
       storing nothing;
     - ``take_error``: every take (``dequeue``, ``dequeue_with_ack_id``, batch takes) raises it,
       e.g. ``ConnectionError("injected")``; ``None`` to stop;
-    - ``refuse_ack``: ``acknowledge`` and ``acknowledge_many`` return ``False``; the job stays
-      leased, so it comes back when its lease expires;
-    - ``refuse_extend``: ``extend_lease`` returns ``False`` and leaves the deadline as it was;
+    - ``refuse_ack``: ``acknowledge``, ``acknowledge_many``, ``acknowledge_with_results`` and
+      ``fail`` return ``False``; the job stays leased, so it comes back when its lease expires;
+    - ``refuse_extend``: ``extend_lease`` returns ``False`` (``extend_lease_or_cancel``:
+      ``"lost"``) and leaves the deadline as it was;
     - ``refuse_nack``: ``nack`` returns ``False``; the job stays leased;
-    - ``refuse_dead_letter``: ``dead_letter`` returns ``False``; the job stays leased;
+    - ``refuse_dead_letter``: ``dead_letter`` and ``dead_letter_with_error`` return ``False``;
+      the job stays leased;
     - ``unreachable``: every call that would reach the storage raises it, e.g.
       ``ConnectionError("storage down")``, as a storage that cannot answer does; nothing is
       changed meanwhile, and leases keep running out; ``None`` to bring it back.
@@ -151,6 +162,7 @@ class _Job:
     job_id: str | None  # the dedup id given to enqueue_dedup or enqueue_delayed, if any
     available_at: float  # clock reading from which it may be taken (future: delayed)
     deliveries: int = 0
+    record: Record | None = None  # its job record, when added with an id and records on
 
     def line_entry(self) -> tuple[int, float, int, _Job]:
         """Its entry in the ready heap: priority, then availability, then seq."""
@@ -185,6 +197,8 @@ class _NamedQueue:
     job_ids: set[str] = field(default_factory=set)
     capacity: int = 0  # 0: unlimited
     subscribers: list[tuple[_QueueBase, Callable[[str], None]]] = field(default_factory=list)
+    records: RecordBook = field(default_factory=RecordBook)
+    record_subscribers: list[tuple[_QueueBase, Callable[[str], None]]] = field(default_factory=list)
 
 
 class QueueOptions(TypedDict, total=False):
@@ -194,12 +208,16 @@ class QueueOptions(TypedDict, total=False):
     letters kept per queue, the oldest beyond it dropped (default 10,000).
     ``dead_letter_max_age``: seconds a dead letter is kept (default 604,800: 7 days). The
     retention options belong to the queue object, like a process's settings: they are applied
-    whenever that object adds a dead letter.
+    whenever that object adds a dead letter. ``keep_results``: seconds an ended job's record is
+    kept (default 0: no records); ``keep_results_limit``: ended records kept per queue (default
+    10,000).
     """
 
     visibility_timeout: float
     dead_letter_limit: int
     dead_letter_max_age: float
+    keep_results: float
+    keep_results_limit: int
 
 
 class MemoryStorage:
@@ -218,6 +236,8 @@ class MemoryStorage:
         # stored job is in exactly one place of its named queue (the ready heap, the delayed heap,
         # the leased map or the dead shelf), and a named queue's job_ids are exactly the dedup
         # ids of its jobs that are ready, delayed or leased (dead letters do not block an id).
+        # A job's record is in its named queue's book, in the state of the place of its job (or
+        # ended, once the job left the queue); a kept record holds its id like job_ids do.
         self._named: dict[str, _NamedQueue] = {}
         self._seq = itertools.count()
         self._opened: list[_QueueBase] = []
@@ -336,6 +356,8 @@ class _QueueBase:
         self._lease_seconds = float(settings.visibility_timeout)
         self._dead_letter_limit = settings.dead_letter_limit
         self._dead_letter_max_age = float(settings.dead_letter_max_age)
+        self._keep_results = float(settings.keep_results)
+        self._keep_results_limit = settings.keep_results_limit
         self._lock = storage._lock  # one lock per storage; see MemoryStorage.__init__
         self._closed = False  # written under _lock
         with self._lock:
@@ -350,6 +372,29 @@ class _QueueBase:
     def lease_seconds(self) -> float:
         """How long a lease lasts after a take or an extension (the visibility timeout)."""
         return self._lease_seconds
+
+    @property
+    def keep_results(self) -> float:
+        """Seconds an ended job's record is kept; ``0.0``: this object keeps no records."""
+        return self._keep_results
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the storage's lock; after it, tell record subscribers of the records that ended
+        meanwhile (outside the lock: a callback may call back into the storage)."""
+        with self._lock:
+            yield
+            book = self._named.records
+            ended, book.news = book.news, []
+            callbacks = [cb for _, cb in self._named.record_subscribers] if ended else []
+        for job_id in ended:
+            for callback in callbacks:
+                try:
+                    callback(job_id)
+                except Exception:
+                    _log.warning(
+                        "queue %r: a record subscriber raised; ignored", self.name, exc_info=True
+                    )
 
     # -- adding ------------------------------------------------------------------------------
 
@@ -406,13 +451,13 @@ class _QueueBase:
         data = as_bytes(self._subject, item)
         if self.faults.refuse_enqueue:
             return False
-        with self._lock:
+        with self._locked():
             named = self._named
             if self._closed:
                 return False
             self._catch_up()
-            if job_id is not None and job_id in named.job_ids:
-                return True  # already stored: the job is there
+            if job_id is not None and (job_id in named.job_ids or named.records.holds(job_id)):
+                return True  # already stored (or its record is kept): the job is there
             if named.capacity and len(named.ready) >= named.capacity:
                 return False
             now = self._storage._clock()
@@ -420,6 +465,11 @@ class _QueueBase:
             self._line_up(job, now)
             if job_id is not None:
                 named.job_ids.add(job_id)
+                if self._keep_results > 0:
+                    state = "delayed" if job.available_at > now else "queued"
+                    job.record = named.records.create(
+                        job_id, state, self._keep_results, self._storage._wall()
+                    )
             subscribers = [] if delay > 0 else [callback for _, callback in named.subscribers]
         self._notify(subscribers)
         return True
@@ -449,7 +499,7 @@ class _QueueBase:
         """Take the next job for good, without a lease; ``None`` when there is none."""
         self.faults.reach()
         self._raise_take_fault()
-        with self._lock:
+        with self._locked():
             if self._closed:
                 return None
             self._catch_up()
@@ -457,6 +507,9 @@ class _QueueBase:
                 return None
             job = heapq.heappop(self._named.ready)[-1]
             self._named.job_ids.discard(job.job_id or "")
+            job.deliveries += 1
+            self._started(job)
+            self._end(job, "succeeded")  # taken for good: nobody will report an outcome
             return job.item
 
     def dequeue_with_ack_id(self) -> tuple[bytes, str] | None:
@@ -476,7 +529,7 @@ class _QueueBase:
         self.faults.reach()
         check(self._subject, "n", n)
         self._raise_take_fault()
-        with self._lock:
+        with self._locked():
             if self._closed:
                 return []
             self._catch_up()
@@ -487,6 +540,7 @@ class _QueueBase:
                 job.deliveries += 1
                 ack_id = uuid.uuid4().hex  # fresh per delivery: a stale one never matches
                 self._named.leased[ack_id] = _Lease(job, deadline)
+                self._started(job)
                 taken.append((job.item, ack_id, job.deliveries))
             return taken
 
@@ -502,32 +556,70 @@ class _QueueBase:
         return self.acknowledge_many([ack_id])[0]
 
     def acknowledge_many(self, ack_ids: Sequence[str]) -> list[bool]:
-        """Acknowledge each id in order, in one step; one result per id."""
+        """Acknowledge each id in order, in one step; one result per id.
+
+        A job with a record is recorded ``"succeeded"``, with no result.
+        """
+        return self._acknowledge([(ack_id, None) for ack_id in ack_ids])
+
+    def acknowledge_with_results(self, results: Sequence[tuple[str, Any]]) -> list[bool]:
+        """Acknowledge each ``(ack_id, result)`` in one step, recording each job ``"succeeded"``
+        with its ``result`` bytes; one answer per pair, as ``acknowledge_many`` gives."""
+        self.faults.reach()
+        checked = [(ack_id, as_bytes(self._subject, r, "result")) for ack_id, r in results]
+        return self._acknowledge(checked)
+
+    def _acknowledge(self, settled: Sequence[tuple[str, bytes | None]]) -> list[bool]:
         self.faults.reach()
         if self.faults.refuse_ack:
-            return [False] * len(ack_ids)
-        with self._lock:
+            return [False] * len(settled)
+        with self._locked():
             self._catch_up()
-            results = []
-            for ack_id in ack_ids:
+            answers = []
+            for ack_id, result in settled:
                 lease = self._unlease(ack_id)
                 if lease is not None:
                     self._named.job_ids.discard(lease.job.job_id or "")
-                results.append(lease is not None)
-            return results
+                    self._end(lease.job, "succeeded", result=result)
+                answers.append(lease is not None)
+            return answers
+
+    def fail(self, ack_id: str, error: Any) -> bool:
+        """End the job leased under ``ack_id`` for good, recording it ``"failed"`` with the
+        ``error`` bytes (``"cancelled"`` when a cancel was requested).
+
+        ``False`` when the lease is unknown, expired, taken over, or refused (``refuse_ack``).
+        Works after ``close()``, like ``acknowledge``.
+        """
+        self.faults.reach()
+        detail = as_bytes(self._subject, error, "error")
+        if self.faults.refuse_ack:
+            return False
+        with self._locked():
+            if (lease := self._take_back(ack_id)) is None:
+                return False
+            self._named.job_ids.discard(lease.job.job_id or "")
+            self._end(lease.job, "failed", error=detail)
+            return True
 
     def extend_lease(self, ack_id: str) -> bool:
         """Restart the lease of ``ack_id``; ``False`` when it expired, is unknown, or refused."""
+        return self.extend_lease_or_cancel(ack_id) != "lost"
+
+    def extend_lease_or_cancel(self, ack_id: str) -> LeaseAnswer:
+        """``extend_lease`` that also tells whether a cancel was requested for the job:
+        ``"held"``, ``"cancel"`` (extended all the same) or ``"lost"``."""
         self.faults.reach()
         if self.faults.refuse_extend:
-            return False
-        with self._lock:
+            return "lost"
+        with self._locked():
             self._catch_up()
             lease = self._named.leased.get(ack_id) if isinstance(ack_id, str) else None
             if lease is None:
-                return False
+                return "lost"
             lease.deadline = self._storage._clock() + self._lease_seconds
-            return True
+            record = lease.job.record
+            return "cancel" if record is not None and record.cancel_requested else "held"
 
     def release(self, ack_id: str) -> bool:
         """Give back the job leased under ``ack_id``, never started: at once, where it was.
@@ -538,12 +630,15 @@ class _QueueBase:
         ``close()``, like ``acknowledge``.
         """
         self.faults.reach()
-        with self._lock:
+        with self._locked():
             if (lease := self._take_back(ack_id)) is None:
                 return False
             job = lease.job
             job.deliveries -= 1
+            if self._cancelled(job):
+                return True
             heapq.heappush(self._named.ready, job.line_entry())
+            self._lined_up(job)
             subscribers = [callback for _, callback in self._named.subscribers]
         self._notify(subscribers)
         return True
@@ -559,14 +654,17 @@ class _QueueBase:
         wait = self._delay(delay)
         if self.faults.refuse_nack:
             return False
-        with self._lock:
+        with self._locked():
             if (lease := self._take_back(ack_id)) is None:
                 return False
             now = self._storage._clock()
             job = lease.job
+            if self._cancelled(job):
+                return True
             job.seq = next(self._storage._seq)  # end of line, even at the same clock reading
             job.available_at = now + wait
             self._line_up(job, now)
+            self._lined_up(job)
             return True
 
     def dead_letter(self, ack_id: str, error: str) -> bool:
@@ -575,20 +673,34 @@ class _QueueBase:
         ``False`` when the lease is unknown, expired, taken over, or refused. Drops the dead
         letters beyond this object's ``dead_letter_limit`` and older than its
         ``dead_letter_max_age`` in the same step. Works after ``close()``, like ``acknowledge``.
+        A job with a record is recorded ``"dead"`` with no error bytes; one whose cancel was
+        requested is ended ``"cancelled"`` instead of shelved.
         """
+        return self._bury(ack_id, error, None)
+
+    def dead_letter_with_error(self, ack_id: str, error: str, record_error: Any) -> bool:
+        """``dead_letter`` that also records ``record_error`` (bytes) in the job's record."""
+        self.faults.reach()
+        detail = as_bytes(self._subject, record_error, "record_error")
+        return self._bury(ack_id, error, detail)
+
+    def _bury(self, ack_id: str, error: str, detail: bytes | None) -> bool:
         self.faults.reach()
         if self.faults.refuse_dead_letter:
             return False
-        with self._lock:
+        with self._locked():
             if (lease := self._take_back(ack_id)) is None:
                 return False
             job = lease.job
             self._named.job_ids.discard(job.job_id or "")
+            if self._cancelled(job):
+                return True
             key = uuid.uuid4().hex
             now = self._storage._clock()
             letter = _DeadLetter(key, job, error_text(error), self._storage._wall(), now)
             self._named.dead[key] = letter
             self._prune_dead(now)
+            self._end(job, "dead", error=detail)
             return True
 
     def _prune_dead(self, now: float) -> None:
@@ -621,10 +733,115 @@ class _QueueBase:
         named = self._named
         for ack_id in [a for a, lease in named.leased.items() if lease.deadline <= now]:
             job = named.leased.pop(ack_id).job
+            if self._cancelled(job):
+                named.job_ids.discard(job.job_id or "")
+                continue  # its consumer is gone and nobody wants it run again
             heapq.heappush(named.ready, job.line_entry())
+            self._lined_up(job)
         while named.delayed and named.delayed[0][0] <= now:
             job = heapq.heappop(named.delayed)[-1]
             heapq.heappush(named.ready, job.line_entry())
+            self._lined_up(job)
+        named.records.prune(now)
+
+    # -- records -----------------------------------------------------------------------------
+
+    def _started(self, job: _Job) -> None:
+        """``job`` was just taken: its record is running. Holds _lock."""
+        record = job.record
+        if record is not None:
+            record.state = "running"
+            record.attempts = job.deliveries
+            record.started_at = self._storage._wall()
+
+    def _lined_up(self, job: _Job) -> None:
+        """``job`` is back in line, or delayed: so is its record. Holds _lock."""
+        record = job.record
+        if record is not None:
+            record.state = "delayed" if job.available_at > self._storage._clock() else "queued"
+            record.attempts = job.deliveries
+
+    def _end(
+        self, job: _Job, state: str, result: bytes | None = None, error: bytes | None = None
+    ) -> None:
+        """``job`` left the queue for good in ``state``: its record ends. Holds _lock."""
+        record = job.record
+        if record is None:
+            return
+        if state == "failed" and record.cancel_requested:
+            state = "cancelled"
+        self._named.records.end(
+            record,
+            state,
+            now=self._storage._clock(),
+            wall=self._storage._wall(),
+            limit=self._keep_results_limit,
+            result=result,
+            error=error,
+        )
+
+    def _cancelled(self, job: _Job) -> bool:
+        """End ``job`` as cancelled if a cancel was requested for it (it was leased and is
+        being given back); whether it was. Holds _lock."""
+        record = job.record
+        if record is None or not record.cancel_requested:
+            return False
+        self._named.job_ids.discard(job.job_id or "")
+        self._end(job, "cancelled")
+        return True
+
+    def job_record(self, job_id: str) -> StoredJobRecord | None:
+        """The record of ``job_id``, or ``None`` when none is kept (whatever this object's own
+        ``keep_results``: records belong to the queue)."""
+        self.faults.reach()
+        job_id = check_job_id(self._subject, job_id)
+        with self._locked():
+            self._catch_up()
+            record = self._named.records.get(job_id)
+            return None if record is None else record.stored()
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel ``job_id``: a queued or delayed job is removed now (``"cancelled"``), a running
+        one is flagged for its consumer. Whether there was a job to cancel (a job with a kept
+        record, whatever this object's own ``keep_results``)."""
+        self.faults.reach()
+        job_id = check_job_id(self._subject, job_id)
+        with self._locked():
+            self._catch_up()
+            named = self._named
+            record = named.records.get(job_id)
+            if record is None or record.ended:
+                return False
+            if record.state == "running":
+                record.cancel_requested = True
+                return True
+            job = self._out_of_line(record)
+            if job is None:
+                return False  # not reached: a queued or delayed record has its job in line
+            named.job_ids.discard(job_id)
+            self._end(job, "cancelled")
+            return True
+
+    def _out_of_line(self, record: Record) -> _Job | None:
+        """Remove the job of ``record`` from the ready or the delayed heap. Holds _lock."""
+        named = self._named
+        for index, entry in enumerate(named.ready):
+            if entry[-1].record is record:
+                named.ready.pop(index)
+                heapq.heapify(named.ready)
+                return entry[-1]
+        for index, due in enumerate(named.delayed):
+            if due[-1].record is record:
+                named.delayed.pop(index)
+                heapq.heapify(named.delayed)
+                return due[-1]
+        return None
+
+    def subscribe_records(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(job_id)`` after a record of this name ended, through any object."""
+        with self._lock:
+            if not self._closed:
+                self._named.record_subscribers.append((self, callback))
 
     # -- dead letters --------------------------------------------------------------------------
 
@@ -654,7 +871,7 @@ class _QueueBase:
         """
         self.faults.reach()
         chosen_keys = check_keys(self._subject, keys)
-        with self._lock:
+        with self._locked():
             if self._closed:
                 return 0
             self._catch_up()
@@ -668,19 +885,34 @@ class _QueueBase:
                 job.seq = next(self._storage._seq)
                 job.available_at = now
                 if job.job_id is not None:
-                    if job.job_id in named.job_ids:
+                    kept = named.records.get(job.job_id)
+                    if job.job_id in named.job_ids or (kept and kept is not job.record):
                         job.job_id = None  # another job holds the id now; this one is extra
+                        job.record = None
                     else:
                         named.job_ids.add(job.job_id)
+                        self._requeued(job)
                 heapq.heappush(named.ready, job.line_entry())
             subscribers = [callback for _, callback in named.subscribers] if chosen else []
         self._notify(subscribers)
         return len(chosen)
 
+    def _requeued(self, job: _Job) -> None:
+        """``job`` (with an id) came back from the dead letters: its record is queued again,
+        or made anew when it was dropped meanwhile. Holds _lock."""
+        assert job.job_id is not None
+        book, wall = self._named.records, self._storage._wall()
+        if job.record is not None and book.get(job.job_id) is job.record:
+            book.revive(job.record, wall)
+        elif self._keep_results > 0:
+            job.record = book.create(job.job_id, "queued", self._keep_results, wall)
+        else:
+            job.record = None
+
     def purge_dead(self) -> int:
         """Delete every dead letter of this name; how many. ``0`` once this object is closed."""
         self.faults.reach()
-        with self._lock:
+        with self._locked():
             if self._closed:
                 return 0
             count = len(self._named.dead)
@@ -692,7 +924,7 @@ class _QueueBase:
     def __len__(self) -> int:
         """Jobs waiting to be taken (not in flight, not delayed); 0 once this object is closed."""
         self.faults.reach()
-        with self._lock:
+        with self._locked():
             if self._closed:
                 return 0
             self._catch_up()
@@ -701,7 +933,7 @@ class _QueueBase:
     def values(self) -> list[bytes]:
         """The waiting jobs in the order they would be taken; ``[]`` once closed."""
         self.faults.reach()
-        with self._lock:
+        with self._locked():
             if self._closed:
                 return []
             self._catch_up()
@@ -714,7 +946,7 @@ class _QueueBase:
         Reads the storage, so it keeps working after ``close()``.
         """
         self.faults.reach()
-        with self._lock:
+        with self._locked():
             self._catch_up()
             named = self._named
             now = self._storage._clock()
@@ -730,15 +962,16 @@ class _QueueBase:
     def purge(self) -> None:
         """Remove every waiting job; jobs in flight stay leased, delayed jobs stay delayed.
 
-        Does nothing once closed.
+        The records of the removed jobs end ``"cancelled"``. Does nothing once closed.
         """
         self.faults.reach()
-        with self._lock:
+        with self._locked():
             if self._closed:
                 return
             self._catch_up()
             for entry in self._named.ready:
                 self._named.job_ids.discard(entry[-1].job_id or "")
+                self._end(entry[-1], "cancelled")
             self._named.ready.clear()
 
     def close(self) -> None:
@@ -748,6 +981,9 @@ class _QueueBase:
             self._closed = True
             named = self._named
             named.subscribers = [(q, cb) for q, cb in named.subscribers if q is not self]
+            named.record_subscribers = [
+                (q, cb) for q, cb in named.record_subscribers if q is not self
+            ]
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -9,7 +9,7 @@ import pytest
 import sqliteq
 from varmq.protocols import ILeaseReleasable
 from varmq.testing import FakeWallClock, QueuesHarness
-from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
+from varmq.testing.conformance import ALL_EXTENSIONS, RECORD_EXTENSIONS, QueueConformance
 
 
 class TestSqliteqConformance(QueueConformance):
@@ -19,8 +19,13 @@ class TestSqliteqConformance(QueueConformance):
     would have; they share the file and the clock that sqliteq stores deadlines with.
     """
 
-    # release() is not implemented by this adapter yet.
-    extensions = tuple(e for e in ALL_EXTENSIONS if e is not ILeaseReleasable)
+    # release() is not implemented by this adapter yet. TEMPORARY: job records
+    # (RECORD_EXTENSIONS: keep_results, job_record, cancel, the settles with an outcome,
+    # subscribe_records) are not implemented by this adapter yet either; remove them from this
+    # exclusion when it implements them.
+    extensions = tuple(
+        e for e in ALL_EXTENSIONS if e is not ILeaseReleasable and e not in RECORD_EXTENSIONS
+    )
 
     @pytest.fixture(autouse=True)
     def _file(self, tmp_path: Path) -> None:

@@ -47,3 +47,11 @@ emails = loaded.get("emails", varmq.MemoryQueue(name="emails"))
 if isinstance(emails, varmq.MemoryQueue):
     assert_type(emails.retry, varmq.Retry | None)
     worker.with_queue(emails, retry=emails.retry)
+records = results.bind_queue(keep_results=60)
+record = records.job("job-1")
+assert_type(record, varmq.JobRecord | None)
+if record is not None and record.error is not None:
+    assert_type(record.error, varmq.JobError)
+assert_type(records.cancel("job-1"), bool)
+tick = worker.schedule("tick", every=60, data={"n": 1}, queue=queue)
+assert_type(tick, varmq.Schedule)
