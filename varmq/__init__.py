@@ -1,7 +1,8 @@
 """varmq: a job-queue worker framework with pluggable storage.
 
 A worker runs a function on jobs taken from bound queues: in memory (FIFO, priority), or in
-storage behind an adapter (``sqliteq``, ``redisq``) with at-least-once delivery.
+storage behind an adapter (``sqliteq``, ``redisq``) with at-least-once delivery. Topics
+(``new_topics``) deliver one published message to every subscriber and bound queue.
 
     import varmq
 
@@ -38,6 +39,7 @@ from .errors import (
     ParseJobError,
     RunningWorkerError,
     SameConcurrencyError,
+    SubscriberFullError,
     VarMQError,
     WorkerPausedError,
     WorkerPausingError,
@@ -71,11 +73,16 @@ from .retry import DeadLetter, NoRetry, Retry
 from .service import run, run_async
 from .states import Status
 from .strategies import Strategy
+from .subscription import Message, SubscriberStats, Subscription
+from .topic_names import OnFull
+from .topics import DEFAULT_DEDUP_WINDOW, Binding, Topics
 from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
 
 __all__ = [
+    "DEFAULT_DEDUP_WINDOW",
     "AcknowledgeJobError",
     "BaseWorker",
+    "Binding",
     "DeadLetter",
     "DistributedPriorityQueue",
     "DistributedQueue",
@@ -103,9 +110,11 @@ __all__ = [
     "LeaseLostError",
     "MemoryPriorityQueue",
     "MemoryQueue",
+    "Message",
     "Metrics",
     "NoRetry",
     "NotRunningWorkerError",
+    "OnFull",
     "ParseJobError",
     "PersistentPriorityQueue",
     "PersistentQueue",
@@ -118,6 +127,10 @@ __all__ = [
     "SameConcurrencyError",
     "Status",
     "Strategy",
+    "SubscriberFullError",
+    "SubscriberStats",
+    "Subscription",
+    "Topics",
     "VarMQError",
     "Worker",
     "WorkerOptions",
@@ -133,6 +146,7 @@ __all__ = [
     "new_distributed_queue",
     "new_err_worker",
     "new_result_worker",
+    "new_topics",
     "new_worker",
     "result_func",
     "run",
@@ -173,6 +187,16 @@ def new_result_worker(
 ) -> ResultWorker[T, R]:
     """A worker whose job handles give the value ``fn`` returned (``result()``)."""
     return ResultWorker(fn, concurrency, **options)
+
+
+def new_topics(*, dedup_window: int = DEFAULT_DEDUP_WINDOW) -> Topics:
+    """Topics in this process: ``publish(name, data)`` gives a copy to every subscriber
+    (``subscribe``, ``worker.bind_topic``) and bound queue (``bind``) whose pattern matches.
+
+    A publish with a ``message_id`` seen among the last ``dedup_window`` ids makes no copy
+    (0: no such memory). docs/topics.md says what each call does.
+    """
+    return Topics(dedup_window=dedup_window)
 
 
 def new_distributed_queue(

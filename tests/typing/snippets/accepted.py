@@ -38,3 +38,12 @@ def on_error(failing: varmq.BaseWorker[Any, Any, Any], exc: BaseException) -> No
 
 varmq.new_err_worker(send, error_handler=on_error)
 assert_type(varmq.get_worker("typed"), varmq.BaseWorker[Any, Any, Any] | None)
+
+topics = varmq.new_topics(dedup_window=100)
+assert_type(topics.publish("orders.eu.created", {"id": 1}, message_id="o-1"), int)
+subscription = topics.subscribe("orders.#", max_pending=10, on_full="drop_oldest")
+for message in subscription:
+    assert_type(message, varmq.Message)
+    assert_type(message.name, str)
+assert_type(subscription.stats()["dropped"], int)
+topics.bind("orders.#", queue)

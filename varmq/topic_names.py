@@ -1,0 +1,222 @@
+"""Topic names and patterns: the checks every topic applies, and matching one name against many
+patterns at once.
+
+A *name* is one or more dot-separated words (``orders.eu.created``). A *pattern* is the same,
+where a word may also be ``*`` (exactly one word) or ``#`` (zero or more words): ``orders.*``,
+``orders.#``, ``#.created``, ``#``. A word is never empty and never holds ``*`` or ``#`` next
+to other characters. Matching is by whole words and case-sensitive.
+
+:class:`PatternTrie` holds many patterns in one tree of words, so a publish walks the name's
+words once instead of trying every pattern in turn (the benchmark in ``benchmarks/topics.py``
+compares the two). No I/O and no locks here: the owner of a trie guards it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Generic, Literal, TypeVar, get_args
+
+__all__ = [
+    "ON_FULL",
+    "OnFull",
+    "PatternTrie",
+    "check_name",
+    "check_pattern",
+    "copy_id",
+    "matches",
+]
+
+OnFull = Literal["block", "drop_oldest", "drop_newest"]
+"""What a subscriber whose buffer is full does with the next copy."""
+ON_FULL: tuple[str, ...] = get_args(OnFull)
+
+V = TypeVar("V")
+
+
+def _words(kind: str, text: object) -> list[str]:
+    if not isinstance(text, str):
+        raise ValueError(
+            f"varmq: a topic {kind} must be a str of dot-separated words, got {text!r} "
+            f"({type(text).__name__})"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"varmq: topic {kind} {text!r} is not valid Unicode text") from None
+    words = text.split(".")
+    for index, word in enumerate(words):
+        if not word:
+            where = "is empty" if len(words) == 1 else f"has an empty word (word {index + 1})"
+            raise ValueError(
+                f"varmq: topic {kind} {text!r} {where}; words are separated by single dots"
+            )
+    return words
+
+
+def check_name(name: object) -> tuple[str, ...]:
+    """The words of the topic name ``name``; ``ValueError`` naming the offending part.
+
+    A name has no wildcards: ``*`` and ``#`` belong to patterns.
+    """
+    words = _words("name", name)
+    for index, word in enumerate(words):
+        if "*" in word or "#" in word:
+            raise ValueError(
+                f"varmq: topic name {name!r}: word {index + 1} ({word!r}) holds a wildcard; "
+                "names are published to, patterns (with * and #) are subscribed to"
+            )
+    return tuple(words)
+
+
+def check_pattern(pattern: object) -> tuple[str, ...]:
+    """The words of the topic pattern ``pattern``; ``ValueError`` naming the offending part."""
+    words = _words("pattern", pattern)
+    for index, word in enumerate(words):
+        if word not in ("*", "#") and ("*" in word or "#" in word):
+            raise ValueError(
+                f"varmq: topic pattern {pattern!r}: word {index + 1} ({word!r}) mixes a "
+                "wildcard with other characters; * and # stand alone between dots"
+            )
+    return tuple(words)
+
+
+def matches(pattern: Sequence[str], name: Sequence[str]) -> bool:
+    """Whether the checked ``pattern`` words match the checked ``name`` words."""
+    trie: PatternTrie[bool] = PatternTrie()
+    trie.add(tuple(pattern), True)
+    return bool(trie.match(tuple(name)))
+
+
+def copy_id(message_id: str, queue: str) -> str:
+    """The job id of the copy of message ``message_id`` routed into the queue ``queue``.
+
+    Every publisher (in any process, and every storage topic) derives it the same way, so that
+    a queue's dedup stores a retried publish once: ``"<message_id>@<queue>"``.
+    """
+    return f"{message_id}@{queue}"
+
+
+class _Node(Generic[V]):
+    """One word position of the trie: literal children, the ``*`` and ``#`` children, and the
+    values of the patterns that end here (in the order they were added)."""
+
+    __slots__ = ("hash", "is_hash", "star", "values", "words")
+
+    def __init__(self, is_hash: bool = False) -> None:
+        self.is_hash = is_hash  # the "#" child of its parent: may consume more words
+        self.words: dict[str, _Node[V]] = {}
+        self.star: _Node[V] | None = None
+        self.hash: _Node[V] | None = None
+        self.values: list[V] = []
+
+    def child(self, word: str) -> _Node[V]:
+        if word == "*":
+            if self.star is None:
+                self.star = _Node()
+            return self.star
+        if word == "#":
+            if self.hash is None:
+                self.hash = _Node(is_hash=True)
+            return self.hash
+        node = self.words.get(word)
+        if node is None:
+            node = self.words[word] = _Node()
+        return node
+
+    def empty(self) -> bool:
+        return not (self.words or self.star or self.hash or self.values)
+
+
+class PatternTrie(Generic[V]):
+    """Patterns in a tree of words, each pattern with its values: :meth:`match` gives the values
+    of every pattern that matches a name, each value once, in the order they were added."""
+
+    __slots__ = ("_next_rank", "_order", "_root")
+
+    def __init__(self) -> None:
+        self._root: _Node[V] = _Node()
+        self._order: dict[int, int] = {}  # id(value) -> rank of its first add
+        self._next_rank = 0
+
+    def add(self, pattern: Sequence[str], value: V) -> None:
+        """Add ``value`` under the checked ``pattern`` words."""
+        node = self._root
+        for word in pattern:
+            node = node.child(word)
+        node.values.append(value)
+        if id(value) not in self._order:
+            self._order[id(value)] = self._next_rank
+            self._next_rank += 1
+
+    def remove(self, pattern: Sequence[str], value: V) -> bool:
+        """Remove ``value`` from under ``pattern``; whether it was there."""
+        path = [self._root]
+        for word in pattern:
+            node = path[-1]
+            nxt = node.star if word == "*" else node.hash if word == "#" else node.words.get(word)
+            if nxt is None:
+                return False
+            path.append(nxt)
+        end = path[-1]
+        for index, held in enumerate(end.values):
+            if held is value:
+                del end.values[index]
+                break
+        else:
+            return False
+        if not any(value is v for v in self._values()):
+            self._order.pop(id(value), None)
+        for depth in range(len(pattern), 0, -1):  # prune the branches left empty
+            node, parent, word = path[depth], path[depth - 1], pattern[depth - 1]
+            if not node.empty():
+                break
+            if word == "*":
+                parent.star = None
+            elif word == "#":
+                parent.hash = None
+            else:
+                del parent.words[word]
+        return True
+
+    def _values(self) -> Iterable[V]:
+        stack = [self._root]
+        while stack:
+            node = stack.pop()
+            yield from node.values
+            stack.extend(node.words.values())
+            stack.extend(n for n in (node.star, node.hash) if n is not None)
+
+    def match(self, name: Sequence[str]) -> list[V]:
+        """The values of every pattern matching the checked ``name`` words, each once, in the
+        order they were first added."""
+        found: dict[int, V] = {}
+        size = len(name)
+        # Each state is (node, words consumed). A "#" node may consume more words while it is
+        # the current node; seen stops the walk from visiting a state twice (#.# patterns).
+        stack: list[tuple[_Node[V], int]] = [(self._root, 0)]
+        seen: set[tuple[int, int]] = set()
+        while stack:
+            node, at = stack.pop()
+            key = (id(node), at)
+            if key in seen:
+                continue
+            seen.add(key)
+            if node.hash is not None:
+                stack.append((node.hash, at))  # "#" matching zero words here
+            if at == size:
+                for value in node.values:
+                    found.setdefault(id(value), value)
+                continue
+            word = name[at]
+            literal = node.words.get(word)
+            if literal is not None:
+                stack.append((literal, at + 1))
+            if node.star is not None:
+                stack.append((node.star, at + 1))
+            if node.is_hash:
+                stack.append((node, at + 1))  # "#" consuming one more word
+        order = self._order
+        return sorted(found.values(), key=lambda v: order[id(v)])
+
+    def __bool__(self) -> bool:
+        return not self._root.empty()
