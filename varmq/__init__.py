@@ -75,6 +75,7 @@ from .states import Status
 from .strategies import Strategy
 from .subscription import Message, SubscriberStats, Subscription
 from .topic_names import OnFull
+from .topic_source import TopicJob, TopicQueue
 from .topics import DEFAULT_DEDUP_WINDOW, Binding, Topics
 from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
 
@@ -130,6 +131,8 @@ __all__ = [
     "SubscriberFullError",
     "SubscriberStats",
     "Subscription",
+    "TopicJob",
+    "TopicQueue",
     "Topics",
     "VarMQError",
     "Worker",

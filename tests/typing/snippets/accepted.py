@@ -45,5 +45,7 @@ subscription = topics.subscribe("orders.#", max_pending=10, on_full="drop_oldest
 for message in subscription:
     assert_type(message, varmq.Message)
     assert_type(message.name, str)
-assert_type(subscription.stats()["dropped"], int)
+orders = worker.bind_topic(topics, "orders.*.created", on_full="block", block_timeout=1.0)
+assert_type(orders, varmq.TopicQueue[dict[str, Any]])
+assert_type(orders.stats()["dropped"], int)
 topics.bind("orders.#", queue)
