@@ -81,10 +81,19 @@ def check_pattern(pattern: object) -> tuple[str, ...]:
 
 
 def matches(pattern: Sequence[str], name: Sequence[str]) -> bool:
-    """Whether the checked ``pattern`` words match the checked ``name`` words."""
-    trie: PatternTrie[bool] = PatternTrie()
-    trie.add(tuple(pattern), True)
-    return bool(trie.match(tuple(name)))
+    """Whether the checked ``pattern`` words match the checked ``name`` words (one pattern;
+    :class:`PatternTrie` matches many at once)."""
+    # reach[j]: the first j words of the name are matched by the pattern words seen so far.
+    reach = [True] + [False] * len(name)
+    for word in pattern:
+        if word == "#":
+            for j in range(1, len(reach)):
+                reach[j] = reach[j] or reach[j - 1]
+        else:
+            for j in range(len(reach) - 1, 0, -1):
+                reach[j] = reach[j - 1] and (word == "*" or word == name[j - 1])
+            reach[0] = False
+    return reach[-1]
 
 
 def copy_id(message_id: str, queue: str) -> str:

@@ -182,3 +182,12 @@ def test_a_subscriber_receives_what_the_reference_matcher_matches(
     while (message := subscription.get(0)) is not None:
         got.append(message.name)
     assert got == [".".join(n) for n in names if reference_match(pattern, n)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    pattern=st.lists(pattern_words, min_size=1, max_size=6),
+    name=st.lists(words, min_size=1, max_size=6),
+)
+def test_matches_agrees_with_the_reference_matcher(pattern: list[str], name: list[str]) -> None:
+    assert matches(pattern, name) == reference_match(pattern, name)

@@ -1,7 +1,8 @@
 """What every part of the conformance suite shares: the base class, kinds, timings, helpers.
 
 Private to ``varmq.testing``: ``conformance`` re-exports the public names, and each part of the
-suite (``conformance``, ``conformance_retries``, ``conformance_checks``, ``conformance_worker``)
+suite (``conformance``, ``conformance_retries``, ``conformance_checks``, ``conformance_worker``,
+``conformance_leases``, ``conformance_topics``)
 subclasses :class:`SuiteBase` and imports the helpers from here. Needs pytest.
 """
 
@@ -22,9 +23,11 @@ from varmq.protocols import (
     IDelayedEnqueue,
     ILeaseExtendable,
     ILeaseReleasable,
+    ILiveTopics,
     IMultiAcknowledgeable,
     INackable,
     IQueueStats,
+    IStorageTopics,
 )
 from varmq.testing.harness import QueueKind, StorageHarness
 
@@ -50,7 +53,15 @@ for batching, retries, dedup and long jobs, and that ``sqliteq`` and ``redisq`` 
 RETRY_EXTENSIONS: tuple[type, ...] = (IDelayedEnqueue, INackable, IDeadLetterable, IQueueStats)
 """The protocols of delayed jobs, retries, dead letters and stats (tests in
 ``conformance_retries``). Not in ``DEFAULT_EXTENSIONS``: a storage claims them once it has them."""
-ALL_EXTENSIONS: tuple[type, ...] = (*DEFAULT_EXTENSIONS, ICapacitySetter, *RETRY_EXTENSIONS)
+TOPIC_EXTENSIONS: tuple[type, ...] = (IStorageTopics, ILiveTopics)
+"""The protocols of a store's topics (``store.topics()``; tests in ``conformance_topics``).
+The store claims them, not its queues. ``ILiveTopics`` needs ``IStorageTopics``."""
+ALL_EXTENSIONS: tuple[type, ...] = (
+    *DEFAULT_EXTENSIONS,
+    ICapacitySetter,
+    *RETRY_EXTENSIONS,
+    *TOPIC_EXTENSIONS,
+)
 """Every optional protocol the suite knows how to test."""
 
 FIFO_KINDS = (QueueKind(False, False), QueueKind(False, True))
@@ -106,6 +117,13 @@ class SuiteBase:
             **options,
         )
 
+    def store(self, harness: StorageHarness) -> Any:
+        """The harness's store, for the store-level tests; skip when the harness has none."""
+        queues = getattr(harness, "queues", None)
+        if queues is None:
+            pytest.skip("the harness has no queues(); QueuesHarness has")
+        return queues()
+
     def require(self, *protocols: type) -> None:
         """Skip the calling test unless the storage claims every one of ``protocols``."""
         for protocol in protocols:
@@ -121,6 +139,11 @@ def kinds(of: tuple[QueueKind, ...]) -> pytest.MarkDecorator:
 def fresh_name() -> str:
     """A queue name no other test, run or process uses."""
     return f"conformance-{uuid.uuid4().hex}"
+
+
+def fresh_word() -> str:
+    """A topic word no other test, run or process uses (bindings outlive a test in storage)."""
+    return f"w{uuid.uuid4().hex}"
 
 
 def put(q: Any, kind: QueueKind, item: Any, priority: int = 0) -> bool:

@@ -34,8 +34,9 @@ instead of ``make_harness``. Tests run on each of the four kinds of queue (``que
 ``priority_queue``, ``distributed_queue``, ``distributed_priority_queue``) that their claim
 applies to. A storage that does not implement an extension protocol (batch takes, delivery
 counts, ``acknowledge_many``, dedup, leases) narrows the class attribute ``extensions``; one that
-also implements ``ICapacitySetter`` or the retry protocols (``RETRY_EXTENSIONS``: delayed
-enqueue, nack, dead letters, stats) widens it, up to ``ALL_EXTENSIONS``. The tests of the
+also implements ``ICapacitySetter``, the retry protocols (``RETRY_EXTENSIONS``: delayed
+enqueue, nack, dead letters, stats) or the topics of the store (``TOPIC_EXTENSIONS``:
+``IStorageTopics``, ``ILiveTopics``) widens it, up to ``ALL_EXTENSIONS``. The tests of the
 protocols left out are skipped; the ones kept are checked with ``isinstance``.
 
 :class:`QueueConformance` is the sum of its parts, each a subclass of one base
@@ -43,7 +44,9 @@ protocols left out are skipped; the ones kept are checked with ``isinstance``.
 ``RetryConformance`` (``conformance_retries``: delays, nacks, dead letters, stats),
 ``LeaseConformance`` (``conformance_leases``: ``release``, and every call during an outage),
 ``CheckConformance`` (``conformance_checks``: the argument and option checks every storage
-shares) and ``WorkerConformance`` (``conformance_worker``: the worker on this storage).
+shares), ``WorkerConformance`` (``conformance_worker``: the worker on this storage) and
+``TopicConformance`` (``conformance_topics``: the store's topics, bindings and live
+subscribers).
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ from varmq.testing._suite import (
     LEASE,
     PRIORITY_KINDS,
     RETRY_EXTENSIONS,
+    TOPIC_EXTENSIONS,
     WAIT,
     SuiteBase,
     drain,
@@ -85,6 +89,7 @@ from varmq.testing._suite import (
 from varmq.testing.conformance_checks import CheckConformance
 from varmq.testing.conformance_leases import LeaseConformance
 from varmq.testing.conformance_retries import RetryConformance
+from varmq.testing.conformance_topics import TopicConformance
 from varmq.testing.conformance_worker import WorkerConformance
 from varmq.testing.harness import QueueKind, QueuesHarness, StorageHarness
 
@@ -92,6 +97,7 @@ __all__ = [
     "ALL_EXTENSIONS",
     "DEFAULT_EXTENSIONS",
     "RETRY_EXTENSIONS",
+    "TOPIC_EXTENSIONS",
     "BaseConformance",
     "QueueConformance",
     "QueueKind",
@@ -117,6 +123,8 @@ class BaseConformance(SuiteBase):
             QueueKind(True, True): IDistributedPriorityQueue,
         }
         for protocol in (expected[kind], *self.extensions):
+            if protocol in TOPIC_EXTENSIONS:
+                continue  # claimed by the store's topics(), not by its queues
             assert isinstance(q, protocol), (
                 f"{kind} does not implement {protocol.__name__}; implement it, or leave it out"
                 f" of {type(self).__name__}.extensions"
@@ -667,6 +675,11 @@ class BaseConformance(SuiteBase):
 
 
 class QueueConformance(
-    BaseConformance, RetryConformance, LeaseConformance, CheckConformance, WorkerConformance
+    BaseConformance,
+    RetryConformance,
+    LeaseConformance,
+    CheckConformance,
+    WorkerConformance,
+    TopicConformance,
 ):
     """The whole suite; subclass it with a ``Test*`` name and implement ``make_harness``."""

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
-from varmq.protocols import ILeaseReleasable
+from varmq.protocols import ILeaseReleasable, ILiveTopics, IStorageTopics
 from varmq.testing import FakeWallClock, QueuesHarness
 from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
 
@@ -19,8 +19,12 @@ class TestSqliteqConformance(QueueConformance):
     would have; they share the file and the clock that sqliteq stores deadlines with.
     """
 
-    # release() is not implemented by this adapter yet.
-    extensions = tuple(e for e in ALL_EXTENSIONS if e is not ILeaseReleasable)
+    # release() is not implemented by this adapter yet. Temporarily, neither is topics()
+    # (IStorageTopics): the topic conformance tests are left out until sqliteq implements it.
+    # ILiveTopics (live subscribers across processes) is not planned for SQLite.
+    extensions = tuple(
+        e for e in ALL_EXTENSIONS if e not in (ILeaseReleasable, IStorageTopics, ILiveTopics)
+    )
 
     @pytest.fixture(autouse=True)
     def _file(self, tmp_path: Path) -> None:
