@@ -17,7 +17,6 @@ I/O here: what must happen outside the lock (telling workers, waiting for room) 
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -94,13 +93,12 @@ class Route:
 
 class Later:
     """What a publish does after the lock is released, for the subscribers it looked at: the
-    copies made, the ``block`` subscribers that were full, the workers to tell
-    ``(sink, copies, dropped)``, and the subscribers whose first drop is to be logged."""
+    ``block`` subscribers that were full, the workers to tell ``(sink, copies, dropped)``, and
+    the subscribers whose first drop is to be logged."""
 
-    __slots__ = ("blocked", "copies", "told", "warn")
+    __slots__ = ("blocked", "told", "warn")
 
     def __init__(self) -> None:
-        self.copies = 0
         self.blocked: list[Subscriber] = []
         self.told: list[tuple[Callable[[int, int], None], int, int]] = []
         self.warn: list[Subscriber] = []
@@ -108,15 +106,17 @@ class Later:
 
 def deliver_checked(
     subs: Iterable[Subscriber], message: Raw, got: set[object] | None, wake: bool
-) -> Later:
+) -> tuple[int, Later | None]:
     """Give ``message`` to each of ``subs`` by its policy (the caller holds the lock).
 
     Each one with room gets it; a full ``drop_oldest`` one drops its oldest message for it, a
     full ``drop_newest`` one drops it; a full ``block`` one is left for the caller to wait for.
     ``got`` (when given) collects the subscribers done with the message; ``wake``: readers
-    may be waiting.
+    may be waiting. Returns the copies made, and what is left for after the lock (``None``:
+    nothing).
     """
-    later = Later()
+    copies = 0
+    later: Later | None = None
     for sub in subs:
         items = sub.items
         sub.received += 1
@@ -125,25 +125,30 @@ def deliver_checked(
             items.append(message)
             copied = 1
         elif sub.on_full == "drop_oldest":
-            with contextlib.suppress(IndexError):  # a reader emptied it meanwhile
+            try:  # noqa: SIM105 - contextlib.suppress costs a context manager per message
                 items.popleft()
+            except IndexError:  # a reader emptied it meanwhile
+                pass
             items.append(message)
             copied = dropped = 1
         elif sub.on_full == "drop_newest":
             dropped = 1
         else:
+            later = later or Later()
             later.blocked.append(sub)
             continue
         if got is not None:
             got.add(sub)
-        later.copies += copied
+        copies += copied
         if dropped:
             sub.dropped += 1
             if not sub.warned:
                 sub.warned = True
+                later = later or Later()
                 later.warn.append(sub)
         if copied and wake:
             sub.wake_locked()
         if sub.sink is not None:
+            later = later or Later()
             later.told.append((sub.sink, copied, dropped))
-    return later
+    return copies, later

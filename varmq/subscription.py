@@ -87,9 +87,11 @@ class Subscriber:
     """The buffer and counters of one subscriber; everything but ``items`` is guarded by
     ``lock``, the owning topics object's lock.
 
-    Invariant while the lock is free: ``len(items) <= max_pending``, and ``blocked`` and
-    ``readers`` count exactly the publishers waiting on ``room`` and the readers waiting on
-    ``ready``.
+    Invariant while the lock is free: ``len(items) <= max_pending``; ``blocked`` counts the
+    publishers waiting on ``room``; ``parked`` holds one acquired lock per reader waiting for
+    a message (a publish releases one per message, so each wake is one handoff with no lock to
+    take again, as in ``queue.SimpleQueue``); the owner's ``_watched`` counts every parked
+    reader and async waiter of its subscribers.
     """
 
     __slots__ = (
@@ -104,9 +106,8 @@ class Subscriber:
         "max_pending",
         "name",
         "on_full",
+        "parked",
         "pattern",
-        "readers",
-        "ready",
         "received",
         "refused",
         "room",
@@ -142,8 +143,7 @@ class Subscriber:
         self.warned = False  # the first drop or refusal is logged, once
         self.blocked = 0
         self.room = threading.Condition(self.lock)
-        self.readers = 0
-        self.ready = threading.Condition(self.lock)
+        self.parked: list[threading.Lock] = []
         self.async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         #: A worker's source bound to this subscriber: told ``(copies, dropped)`` after each
         #: publish that reached it (outside the lock).
@@ -158,9 +158,13 @@ class Subscriber:
         except IndexError:
             return None
         if self.blocked:  # a publisher waits for room: there is some now
-            with self.lock:
-                self.room.notify()
+            self.made_room()
         return message
+
+    def made_room(self) -> None:
+        """A reader took a message while a publisher waits for room: wake one."""
+        with self.lock:
+            self.room.notify()
 
     def _pop_locked(self) -> Raw | None:
         try:
@@ -179,21 +183,26 @@ class Subscriber:
             return message
         deadline = None if timeout is None else time.monotonic() + timeout
         hub = self.hub
-        with self.lock:
-            while True:
+        while True:
+            with self.lock:
                 message = self._pop_locked()
                 if message is not None or not self.active:
                     return message
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
+                remaining = -1.0 if deadline is None else deadline - time.monotonic()
+                if deadline is not None and remaining <= 0:
                     return None
-                self.readers += 1
+                park = threading.Lock()
+                park.acquire()
+                self.parked.append(park)
                 hub._watched += 1
-                try:
-                    self.ready.wait(remaining)
-                finally:
-                    self.readers -= 1
-                    hub._watched -= 1
+            if not park.acquire(timeout=remaining):
+                with self.lock:
+                    if park in self.parked:  # nobody woke it: withdraw
+                        self.parked.remove(park)
+                        hub._watched -= 1
+            message = self.pop()
+            if message is not None:
+                return message
 
     async def get_async(self, timeout: float | None) -> Raw | None:
         """:meth:`get` for a coroutine: the event loop is never blocked while it waits."""
@@ -226,9 +235,10 @@ class Subscriber:
     # -- the publisher's side (under the lock) -------------------------------------------
 
     def wake_locked(self) -> None:
-        """A message arrived (or the subscriber left): wake whoever waits to read."""
-        if self.readers:
-            self.ready.notify()
+        """A message arrived: wake one parked reader, and the async waiters."""
+        if self.parked:
+            self.hub._watched -= 1
+            self.parked.pop(0).release()
         if self.async_waiters:
             waiting, self.async_waiters = self.async_waiters, []
             for loop, future in waiting:
@@ -238,9 +248,9 @@ class Subscriber:
     def left_locked(self) -> None:
         """Unsubscribed: every waiting reader and publisher wakes and sees it."""
         self.active = False
-        self.ready.notify_all()
         self.room.notify_all()
-        self.wake_locked()
+        while self.parked or self.async_waiters:
+            self.wake_locked()
 
     def stats_locked(self, received: int) -> SubscriberStats:
         pending = len(self.items)
@@ -331,9 +341,17 @@ class Subscription(SubscriberView):
         return self
 
     def __next__(self) -> Message:
-        raw = self._sub.get(None)
-        if raw is None:
-            raise StopIteration
+        sub = self._sub
+        try:  # Subscriber.pop, inlined: this is the path of every message read
+            raw = sub.items.popleft()
+        except IndexError:
+            waited = sub.get(None)
+            if waited is None:
+                raise StopIteration from None
+            raw = waited
+        else:
+            if sub.blocked:
+                sub.made_room()
         return _new_message(Message, raw)
 
     def __aiter__(self) -> AsyncIterator[Message]:

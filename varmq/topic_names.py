@@ -105,17 +105,26 @@ def copy_id(message_id: str, queue: str) -> str:
     return f"{message_id}@{queue}"
 
 
+def _collapsed(pattern: Sequence[str]) -> tuple[str, ...]:
+    """``pattern`` with each run of ``#`` words as one: ``a.#.#`` matches what ``a.#`` does,
+    and the trie walks one ``#`` in polynomial time, never a run of them."""
+    words: list[str] = []
+    for word in pattern:
+        if not (word == "#" and words and words[-1] == "#"):
+            words.append(word)
+    return tuple(words)
+
+
 class _Node(Generic[V]):
     """One word position of the trie: literal children, the ``*`` and ``#`` children, and the
     values of the patterns that end here (in the order they were added)."""
 
-    __slots__ = ("hash", "is_hash", "star", "values", "words")
+    __slots__ = ("hash", "star", "values", "words")
 
-    def __init__(self, is_hash: bool = False) -> None:
-        self.is_hash = is_hash  # the "#" child of its parent: may consume more words
+    def __init__(self) -> None:
         self.words: dict[str, _Node[V]] = {}
         self.star: _Node[V] | None = None
-        self.hash: _Node[V] | None = None
+        self.hash: _Node[V] | None = None  # its children follow the "#": no "#" child itself
         self.values: list[V] = []
 
     def child(self, word: str) -> _Node[V]:
@@ -125,7 +134,7 @@ class _Node(Generic[V]):
             return self.star
         if word == "#":
             if self.hash is None:
-                self.hash = _Node(is_hash=True)
+                self.hash = _Node()
             return self.hash
         node = self.words.get(word)
         if node is None:
@@ -134,6 +143,24 @@ class _Node(Generic[V]):
 
     def empty(self) -> bool:
         return not (self.words or self.star or self.hash or self.values)
+
+
+def _walk(node: _Node[V], name: Sequence[str], at: int, size: int, found: list[V]) -> None:
+    """Add to ``found`` the values of the patterns below ``node`` that match ``name[at:]``."""
+    while True:
+        hashed = node.hash
+        if hashed is not None:  # "#" takes 0, 1, ... of the words left
+            for taken in range(at, size + 1):
+                _walk(hashed, name, taken, size, found)
+        if at == size:
+            found.extend(node.values)
+            return
+        if node.star is not None:
+            _walk(node.star, name, at + 1, size, found)
+        literal = node.words.get(name[at])
+        if literal is None:
+            return
+        node, at = literal, at + 1
 
 
 class PatternTrie(Generic[V]):
@@ -150,7 +177,7 @@ class PatternTrie(Generic[V]):
     def add(self, pattern: Sequence[str], value: V) -> None:
         """Add ``value`` under the checked ``pattern`` words."""
         node = self._root
-        for word in pattern:
+        for word in _collapsed(pattern):
             node = node.child(word)
         node.values.append(value)
         if id(value) not in self._order:
@@ -159,6 +186,7 @@ class PatternTrie(Generic[V]):
 
     def remove(self, pattern: Sequence[str], value: V) -> bool:
         """Remove ``value`` from under ``pattern``; whether it was there."""
+        pattern = _collapsed(pattern)
         path = [self._root]
         for word in pattern:
             node = path[-1]
@@ -198,34 +226,13 @@ class PatternTrie(Generic[V]):
     def match(self, name: Sequence[str]) -> list[V]:
         """The values of every pattern matching the checked ``name`` words, each once, in the
         order they were first added."""
-        found: dict[int, V] = {}
-        size = len(name)
-        # Each state is (node, words consumed). A "#" node may consume more words while it is
-        # the current node; seen stops the walk from visiting a state twice (#.# patterns).
-        stack: list[tuple[_Node[V], int]] = [(self._root, 0)]
-        seen: set[tuple[int, int]] = set()
-        while stack:
-            node, at = stack.pop()
-            key = (id(node), at)
-            if key in seen:
-                continue
-            seen.add(key)
-            if node.hash is not None:
-                stack.append((node.hash, at))  # "#" matching zero words here
-            if at == size:
-                for value in node.values:
-                    found.setdefault(id(value), value)
-                continue
-            word = name[at]
-            literal = node.words.get(word)
-            if literal is not None:
-                stack.append((literal, at + 1))
-            if node.star is not None:
-                stack.append((node.star, at + 1))
-            if node.is_hash:
-                stack.append((node, at + 1))  # "#" consuming one more word
+        found: list[V] = []
+        _walk(self._root, name, 0, len(name), found)
+        if len(found) < 2:
+            return found
+        unique = {id(value): value for value in found}  # "#" may reach a value twice
         order = self._order
-        return sorted(found.values(), key=lambda v: order[id(v)])
+        return sorted(unique.values(), key=lambda value: order[id(value)])
 
     def __bool__(self) -> bool:
         return not self._root.empty()

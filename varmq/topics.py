@@ -87,6 +87,8 @@ class _Mark:
     """A marker in the table of message ids."""
 
 
+_NOTHING_LATER = Later()  # never written to: a publish with nothing left for after the lock
+
 _BUSY = _Mark()  # being published right now (by another thread)
 _MISSING = _Mark()  # not in the table
 
@@ -152,8 +154,10 @@ class Topics:
                     sub.wake_locked()
             if route.plain:
                 return route.size
-            later = deliver_checked(route.checked, message, None, self._watched > 0)
-        outcome = self._finish(route, message, later, None, True)
+            copies, later = deliver_checked(route.checked, message, None, self._watched > 0)
+            if later is None and not route.fast_sinks and not route.bound:
+                return route.size + copies
+        outcome = self._finish(route, message, copies, later, None, True)
         if outcome.failure is not None:
             raise outcome.failure
         return outcome.copies
@@ -187,7 +191,7 @@ class Topics:
             if done is not None:  # a retry: look at every subscriber, skip those done
                 got.update(done)
                 todo = [sub for sub in route.subs if sub not in done]
-                later = deliver_checked(todo, message, got, self._watched > 0)
+                copies, later = deliver_checked(todo, message, got, self._watched > 0)
                 fast = False
             else:
                 if count > route.until:
@@ -199,9 +203,9 @@ class Topics:
                 if self._watched:
                     for sub in route.unchecked:
                         sub.wake_locked()
-                later = deliver_checked(route.checked, message, got, self._watched > 0)
+                copies, later = deliver_checked(route.checked, message, got, self._watched > 0)
                 fast = True
-        outcome = self._finish(route, message, later, got, fast)
+        outcome = self._finish(route, message, copies, later, got, fast)
         if window:
             with self._lock:
                 if message_id in seen:  # unless the window moved past it meanwhile
@@ -211,15 +215,22 @@ class Topics:
         return outcome.copies
 
     def _finish(
-        self, route: Route, message: Raw, later: Later, got: set[object] | None, fast: bool
+        self,
+        route: Route,
+        message: Raw,
+        copies: int,
+        later: Later | None,
+        got: set[object] | None,
+        fast: bool,
     ) -> _Outcome:
-        """The part of a publish outside the lock: tell the workers, log first drops, fill
-        the bound queues, then wait for the full ``block`` subscribers one after another."""
-        copies = later.copies
+        """The part of a publish outside the lock, after ``copies`` were made under it: tell
+        the workers, log first drops, fill the bound queues, then wait for the full ``block``
+        subscribers one after another."""
         if fast:
             copies += route.size
             for sink in route.fast_sinks:
                 sink(1, 0)
+        later = later or _NOTHING_LATER
         for sub in later.warn:
             log.warning(
                 "varmq: topic subscriber %r (%r) is full and drops messages (%s); "
