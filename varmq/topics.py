@@ -282,16 +282,17 @@ class Topics:
                 sub.wake_locked()
                 return True
             sub.refused += 1
-            if not sub.warned and sub.active:
-                sub.warned = True
-                log.warning(
-                    "varmq: topic subscriber %r (%r) stayed full for %s s; publish raises "
-                    "SubscriberFullError",
-                    sub.name,
-                    sub.pattern,
-                    timeout,
-                )
-            return False
+            first = not sub.warned and sub.active
+            sub.warned = True
+        if first:  # logged outside the lock: a handler may publish
+            log.warning(
+                "varmq: topic subscriber %r (%r) stayed full for %s s; publish raises "
+                "SubscriberFullError",
+                sub.name,
+                sub.pattern,
+                timeout,
+            )
+        return False
 
     def _add_to_bound(
         self, bound: tuple[_Bound, ...], message: Raw, got: set[object] | None
