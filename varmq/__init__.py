@@ -1,7 +1,8 @@
 """varmq: a job-queue worker framework with pluggable storage.
 
 A worker runs a function on jobs taken from bound queues: in memory (FIFO, priority), or in
-storage behind an adapter (``sqliteq``, ``redisq``) with at-least-once delivery.
+storage behind an adapter (``sqliteq``, ``redisq``) with at-least-once delivery. Topics
+(``new_topics``) deliver one published message to every subscriber and bound queue.
 
     import varmq
 
@@ -42,6 +43,7 @@ from .errors import (
     ResultNotJSONError,
     RunningWorkerError,
     SameConcurrencyError,
+    SubscriberFullError,
     VarMQError,
     WorkerPausedError,
     WorkerPausingError,
@@ -78,11 +80,17 @@ from .service import run, run_async
 from .snapshots import load_queues, save_queues
 from .states import Status
 from .strategies import Strategy
+from .subscription import Message, SubscriberStats, Subscription
+from .topic_names import OnFull
+from .topic_source import TopicJob, TopicQueue
+from .topics import DEFAULT_DEDUP_WINDOW, Binding, Topics
 from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
 
 __all__ = [
+    "DEFAULT_DEDUP_WINDOW",
     "AcknowledgeJobError",
     "BaseWorker",
+    "Binding",
     "DeadLetter",
     "DistributedPriorityQueue",
     "DistributedQueue",
@@ -114,9 +122,11 @@ __all__ = [
     "LeaseLostError",
     "MemoryPriorityQueue",
     "MemoryQueue",
+    "Message",
     "Metrics",
     "NoRetry",
     "NotRunningWorkerError",
+    "OnFull",
     "ParseJobError",
     "PersistenceError",
     "PersistentPriorityQueue",
@@ -132,6 +142,12 @@ __all__ = [
     "Schedule",
     "Status",
     "Strategy",
+    "SubscriberFullError",
+    "SubscriberStats",
+    "Subscription",
+    "TopicJob",
+    "TopicQueue",
+    "Topics",
     "VarMQError",
     "Worker",
     "WorkerOptions",
@@ -148,6 +164,7 @@ __all__ = [
     "new_distributed_queue",
     "new_err_worker",
     "new_result_worker",
+    "new_topics",
     "new_worker",
     "result_func",
     "run",
@@ -189,6 +206,16 @@ def new_result_worker(
 ) -> ResultWorker[T, R]:
     """A worker whose job handles give the value ``fn`` returned (``result()``)."""
     return ResultWorker(fn, concurrency, **options)
+
+
+def new_topics(*, dedup_window: int = DEFAULT_DEDUP_WINDOW) -> Topics:
+    """Topics in this process: ``publish(name, data)`` gives a copy to every subscriber
+    (``subscribe``, ``worker.bind_topic``) and bound queue (``bind``) whose pattern matches.
+
+    A publish with a ``message_id`` seen among the last ``dedup_window`` ids makes no copy
+    (0: no such memory). docs/topics.md says what each call does.
+    """
+    return Topics(dedup_window=dedup_window)
 
 
 def new_distributed_queue(

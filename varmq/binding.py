@@ -40,11 +40,14 @@ from .protocols import (
 )
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .retry import Retry
-from .sources import CancelRunning, Decode, MemorySource, Report
+from .sources import CancelRunning, Decode, MemorySource, Report, Source
 from .storage_source import StorageSource
+from .topic_names import OnFull
+from .topic_source import TopicQueue, bind_topic
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
+    from .topics import Topics
 
 __all__ = ["Binder", "MemoryBinding", "StorageBinding", "require"]
 
@@ -52,6 +55,7 @@ T = TypeVar("T")
 Q = TypeVar("Q")
 H = TypeVar("H", bound=EnqueuedJob[Any])
 G = TypeVar("G", bound=EnqueuedGroupJob)
+S = TypeVar("S", bound=Source)
 
 # The rank of a queue bound without ``priority=``: after every ranked one, in bind order.
 _LAST_RANK = sys.maxsize
@@ -163,6 +167,26 @@ class Binder(Generic[H, G]):
         self.handles.append(handle)
         return handle
 
+    def add_source(
+        self,
+        kind: Callable[..., S],
+        storage: Any,
+        *,
+        priority: int | None,
+        name: str | None,
+        **extra: Any,
+    ) -> S:
+        """Bind ``storage`` through a source of another kind (a topic subscription): built
+        with the worker's options and ``extra``, added to the dispatcher."""
+        source = kind(
+            storage,
+            on_delayed=self._wake_timer,
+            **extra,
+            **self._options(storage, priority, 0, name, False),
+        )
+        self._dispatch.add_source(source)
+        return source
+
     def storage(
         self,
         storage: Any,
@@ -201,7 +225,8 @@ class Binder(Generic[H, G]):
 
 
 class MemoryBinding(Generic[T, H, G]):
-    """``bind_queue``, ``bind_priority_queue``, ``with_queue``, ``with_priority_queue``."""
+    """``bind_queue``, ``bind_priority_queue``, ``with_queue``, ``with_priority_queue``,
+    ``bind_topic``."""
 
     _binder: Binder[H, G]
 
@@ -299,6 +324,39 @@ class MemoryBinding(Generic[T, H, G]):
             keep_results=keep_results,
         )
         return binder.made(PriorityQueue(q, capacity, source, binder.producer, binder.jobs))
+
+    def bind_topic(
+        self,
+        topics: Topics,
+        pattern: str,
+        *,
+        max_pending: int = 1000,
+        on_full: OnFull = "block",
+        block_timeout: float | None = None,
+        name: str | None = None,
+        priority: int | None = None,
+    ) -> TopicQueue[T]:
+        """Subscribe this worker to ``topics``: each message published to a name matching
+        ``pattern`` becomes a job (``job.data``, ``job.topic``, ``job.message_id``).
+
+        Messages wait in a buffer of ``max_pending``; when it is full, ``on_full`` decides, as
+        for ``topics.subscribe``: ``"block"`` makes ``publish`` wait up to ``block_timeout``
+        seconds and then raise :class:`~varmq.SubscriberFullError`, ``"drop_oldest"`` and
+        ``"drop_newest"`` drop one message and count it (``dropped``, ``metrics.dropped``).
+        Concurrency, retries, dead letters, metrics, pause and stop apply as for any queue.
+        Returns the subscription's handle; ``name`` (default ``"topic:<pattern>"``) labels it
+        in errors and stats, ``priority`` ranks it among the worker's queues.
+        """
+        return bind_topic(
+            self._binder,
+            topics,
+            pattern,
+            max_pending=max_pending,
+            on_full=on_full,
+            block_timeout=block_timeout,
+            name=name,
+            priority=priority,
+        )
 
 
 class StorageBinding(Generic[T]):

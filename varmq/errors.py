@@ -7,6 +7,8 @@ raised by ``save_queues`` and ``load_queues``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = [
     "AcknowledgeJobError",
     "EnqueueError",
@@ -26,6 +28,7 @@ __all__ = [
     "ResultNotJSONError",
     "RunningWorkerError",
     "SameConcurrencyError",
+    "SubscriberFullError",
     "VarMQError",
     "WorkerStateError",
     "WorkerPausedError",
@@ -291,3 +294,25 @@ class PersistenceError(VarMQError):
         self.path = path
         self.queue = queue
         self.job_id = job_id
+
+
+class SubscriberFullError(VarMQError):
+    """A topic subscriber with ``on_full="block"`` stayed full past its ``block_timeout``.
+
+    ``publish`` made every other copy first, then raised this. ``subscribers`` names the
+    subscribers that did not get the message, ``topic`` is the name published to, and
+    ``copies`` counts the copies that were made. Retrying the publish with the same
+    ``message_id`` makes only the missing copies.
+    """
+
+    def __init__(self, subscribers: Sequence[str], topic: str, copies: int) -> None:
+        names = ", ".join(repr(name) for name in subscribers)
+        which = "subscriber" if len(subscribers) == 1 else "subscribers"
+        super().__init__(
+            f"topic {topic!r}: {which} {names} stayed full, so the message was not given to "
+            f"them ({copies} other copies were made); read faster, raise max_pending, or "
+            "subscribe with on_full='drop_oldest'"
+        )
+        self.subscribers = tuple(subscribers)
+        self.topic = topic
+        self.copies = copies

@@ -210,6 +210,43 @@ A storage that cannot answer
     empty one. A call raises within a bounded time (the adapter documents how long), and
     nothing it was asked to do is half done.
 
+Topics (on the store: ``IStorageTopics``, ``ILiveTopics``)
+    A store's ``topics()`` returns its topics object. Names and patterns are as in memory
+    (``varmq.topic_names``: dot-separated words, ``*`` one word, ``#`` zero or more; a bad one
+    raises ``ValueError`` naming the offending part). ``bind(pattern, queue)`` records, in the
+    storage, that every publish whose name matches ``pattern`` stores a copy in the queue named
+    ``queue`` of the same store; every process publishing through that store honours every
+    binding, whoever made it. The queue need not exist yet: a copy for a name never opened
+    makes it a FIFO queue (open a priority queue before binding it; its copies get priority
+    0). ``bind`` returns whether the binding is new, ``unbind`` whether there was one, and
+    ``bindings()`` lists ``(pattern, queue)`` pairs sorted by pattern, then queue.
+
+    ``publish(name, data, *, message_id=None)`` stores one copy in each bound queue whose
+    pattern matches (one copy per queue, however many of its bindings match), in one atomic
+    step with reading the bindings: every copy or none. Each copy is the envelope
+    ``{"id": <job id>, "status": "Created", "data": data}`` (so ``data`` must be
+    JSON-encodable: ``TypeError`` otherwise, before anything is stored), available at once
+    and announced as any add is (``"enqueued"`` to subscribers, or found by the next poll).
+    With a ``message_id``, the job id of the copy in queue ``q`` is
+    ``varmq.topic_names.copy_id(message_id, q)`` (``"<message_id>@<q>"``) and the copy is
+    stored as ``enqueue_dedup`` stores it: not again while a copy with that id is stored, so
+    a publish retried by any process, or after a restart, stores nothing twice. Without one,
+    each copy gets a fresh unique job id. ``publish`` returns how many copies it stored (0
+    for a retried publish). Where one atomic step is impossible (queues in different Redis
+    Cluster slots), each copy is stored by its own dedup enqueue of the same job id, so a
+    retried publish completes a partial one and still stores nothing twice. Capacities set
+    on queue objects (``set_capacity``) limit those objects' own enqueues, not copies.
+
+    ``ILiveTopics.subscribe(pattern, *, max_pending=1000, on_full="block",
+    block_timeout=None)`` returns a live subscription (:class:`ILiveSubscription`) that
+    receives what any process publishes while it is connected: at-most-once (nothing is kept
+    for it while it is away, and a retried publish may be received twice), with the patterns
+    of stored bindings. It buffers up to ``max_pending`` messages with the ``on_full``
+    policies of in-memory topics; a publisher in another process never waits for it. After a
+    dropped connection (or a restart of the server) it reconnects and subscribes again on its
+    own, counts the reconnection in ``reconnects``, and adds to ``missed`` an upper bound of
+    the publishes it may have missed meanwhile.
+
 Every method may be called from any thread.
 """
 
@@ -245,6 +282,8 @@ __all__ = [
     "IDistributedQueue",
     "IJobRecords",
     "ILeaseExtendable",
+    "ILiveSubscription",
+    "ILiveTopics",
     "ILeaseReleasable",
     "IMultiAcknowledgeable",
     "INackable",
@@ -254,6 +293,7 @@ __all__ = [
     "IQueue",
     "IQueueStats",
     "IRecordSubscribable",
+    "IStorageTopics",
     "ISubscribable",
     "JobState",
     "LeaseAnswer",
@@ -685,6 +725,79 @@ class IJobRecords(Protocol):
         ``"cancel"`` (extended, and a cancel was requested: stop the job and ``fail`` it) or
         ``"lost"`` (as ``extend_lease`` returning ``False``). Raises when the storage cannot
         answer, like ``extend_lease``."""
+
+
+@runtime_checkable
+class IStorageTopics(Protocol):
+    """Topics whose bindings live in the storage: see "Topics" above. A store's ``topics()``
+    returns one."""
+
+    def publish(self, name: str, data: Any, *, message_id: str | None = None) -> int:
+        """Store a copy of ``data`` in every bound queue whose pattern matches ``name``, in one
+        atomic step; how many copies were stored (0 for a publish retried with the same
+        ``message_id`` while its copies are stored)."""
+        ...
+
+    def bind(self, pattern: str, queue: str) -> bool:
+        """Route every publish matching ``pattern`` into the queue named ``queue``, for every
+        process using this storage; whether the binding is new."""
+        ...
+
+    def unbind(self, pattern: str, queue: str) -> bool:
+        """Remove that binding; whether there was one."""
+        ...
+
+    def bindings(self) -> list[tuple[str, str]]:
+        """Every binding in the storage as ``(pattern, queue)``, sorted."""
+        ...
+
+
+@runtime_checkable
+class ILiveSubscription(Protocol):
+    """A live subscriber of storage topics (at-most-once): iterate it, sync or async, for
+    messages with ``name``, ``data`` and ``message_id``; iteration ends after
+    ``unsubscribe()`` once its buffer is empty."""
+
+    @property
+    def pattern(self) -> str:
+        """The pattern it subscribed with."""
+        ...
+
+    @property
+    def active(self) -> bool:
+        """Whether it still receives publishes."""
+        ...
+
+    @property
+    def dropped(self) -> int:
+        """Messages its full buffer dropped (``on_full="drop_oldest"``/``"drop_newest"``)."""
+        ...
+
+    @property
+    def missed(self) -> int:
+        """An upper bound of the publishes it may have missed while disconnected (it may count
+        publishes its pattern would not have matched)."""
+        ...
+
+    @property
+    def reconnects(self) -> int:
+        """How often it reconnected and subscribed again."""
+        ...
+
+    def get(self, timeout: float | None = None) -> Any | None:
+        """The next message, waiting up to ``timeout`` seconds; ``None`` if none came."""
+        ...
+
+    def unsubscribe(self) -> bool:
+        """Stop receiving; whether it was subscribed."""
+        ...
+
+    def __iter__(self) -> Any:
+        """Itself: a sync iterator over its messages."""
+        ...
+
+    def __aiter__(self) -> Any:
+        """Itself: an async iterator over its messages."""
         ...
 
 
@@ -699,4 +812,19 @@ class IRecordSubscribable(Protocol):
         Delivery may be lossy (Redis pub/sub is): waiters also read the record now and then.
         Subscriptions end when this object is closed.
         """
+
+
+@runtime_checkable
+class ILiveTopics(Protocol):
+    """Storage topics with live subscribers in any process: see "Topics" above."""
+
+    def subscribe(
+        self,
+        pattern: str,
+        *,
+        max_pending: int = 1000,
+        on_full: str = "block",
+        block_timeout: float | None = None,
+    ) -> ILiveSubscription:
+        """A live subscription to every name ``pattern`` matches, published by any process."""
         ...

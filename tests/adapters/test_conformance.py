@@ -12,7 +12,8 @@ from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
 
 
 class TestReferenceStorage(QueueConformance):
-    """The reference storage implements every extension protocol: capacity, retries, stats.
+    """The reference storage implements every extension protocol: capacity, retries, stats,
+    and the topics of the store.
 
     Every queue of a test is opened on one ``MemoryStorage`` whose time moves only by
     ``advance``.
@@ -23,4 +24,6 @@ class TestReferenceStorage(QueueConformance):
     def make_harness(self) -> QueuesHarness:
         clock = FakeClock()
         storage = MemoryStorage(clock=clock)
-        return QueuesHarness(lambda: storage, clock.advance, storage.outage)
+        return QueuesHarness(
+            lambda: storage, clock.advance, storage.outage, storage.disconnect_subscribers
+        )

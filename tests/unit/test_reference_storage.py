@@ -443,3 +443,19 @@ def _drain_acked(q: ReferenceQueue) -> list[bytes]:
         items.append(taken[0])
         assert q.acknowledge(taken[1])
     return items
+
+
+def test_reference_live_subscribers_count_exactly_what_they_missed_while_disconnected() -> None:
+    storage = MemoryStorage()
+    topics = storage.topics()
+    live = topics.subscribe("t.#")
+    topics.publish("t.before", 0)
+    with storage.disconnect_subscribers():
+        for i in range(3):
+            topics.publish("t.meanwhile", i)
+        assert live.reconnects == 0
+    topics.publish("t.after", 4)
+    assert [m.data for m in (live.get(0), live.get(0))] == [0, 4]
+    assert (live.missed, live.reconnects) == (3, 1)
+    topics.close()
+    assert not live.active

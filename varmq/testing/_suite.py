@@ -4,6 +4,8 @@ Private to ``varmq.testing``: ``conformance`` re-exports the public names, and e
 suite (``conformance``, ``conformance_retries``, ``conformance_checks``, ``conformance_worker``,
 ``conformance_records``, ...) subclasses :class:`SuiteBase` and imports the helpers from here.
 Needs pytest.
+``conformance_leases``, ``conformance_topics``)
+subclasses :class:`SuiteBase` and imports the helpers from here. Needs pytest.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from varmq.protocols import (
     IJobRecords,
     ILeaseExtendable,
     ILeaseReleasable,
+    ILiveTopics,
     IMultiAcknowledgeable,
     INackable,
     IQueueStats,
     IRecordSubscribable,
+    IStorageTopics,
 )
 from varmq.testing.harness import QueueKind, StorageHarness
 
@@ -56,11 +60,15 @@ RETRY_EXTENSIONS: tuple[type, ...] = (IDelayedEnqueue, INackable, IDeadLetterabl
 RECORD_EXTENSIONS: tuple[type, ...] = (IJobRecords, IRecordSubscribable)
 """The protocols of job records (tests in ``conformance_records``): what a job became, kept for
 ``keep_results`` seconds, waited for and cancelled by id. Not in ``DEFAULT_EXTENSIONS``."""
+TOPIC_EXTENSIONS: tuple[type, ...] = (IStorageTopics, ILiveTopics)
+"""The protocols of a store's topics (``store.topics()``; tests in ``conformance_topics``).
+The store claims them, not its queues. ``ILiveTopics`` needs ``IStorageTopics``."""
 ALL_EXTENSIONS: tuple[type, ...] = (
     *DEFAULT_EXTENSIONS,
     ICapacitySetter,
     *RETRY_EXTENSIONS,
     *RECORD_EXTENSIONS,
+    *TOPIC_EXTENSIONS,
 )
 """Every optional protocol the suite knows how to test."""
 
@@ -118,6 +126,13 @@ class SuiteBase:
             **options,
         )
 
+    def store(self, harness: StorageHarness) -> Any:
+        """The harness's store, for the store-level tests; skip when the harness has none."""
+        queues = getattr(harness, "queues", None)
+        if queues is None:
+            pytest.skip("the harness has no queues(); QueuesHarness has")
+        return queues()
+
     def require(self, *protocols: type) -> None:
         """Skip the calling test unless the storage claims every one of ``protocols``."""
         for protocol in protocols:
@@ -144,6 +159,11 @@ def bind(worker: Any, q: Any, kind: QueueKind) -> Any:
 def fresh_name() -> str:
     """A queue name no other test, run or process uses."""
     return f"conformance-{uuid.uuid4().hex}"
+
+
+def fresh_word() -> str:
+    """A topic word no other test, run or process uses (bindings outlive a test in storage)."""
+    return f"w{uuid.uuid4().hex}"
 
 
 def put(q: Any, kind: QueueKind, item: Any, priority: int = 0) -> bool:

@@ -37,6 +37,8 @@ counts, ``acknowledge_many``, dedup, leases) narrows the class attribute ``exten
 also implements ``ICapacitySetter``, the retry protocols (``RETRY_EXTENSIONS``: delayed
 enqueue, nack, dead letters, stats) or job records (``RECORD_EXTENSIONS``) widens it, up to
 ``ALL_EXTENSIONS``. The tests of the
+enqueue, nack, dead letters, stats) or the topics of the store (``TOPIC_EXTENSIONS``:
+``IStorageTopics``, ``ILiveTopics``) widens it, up to ``ALL_EXTENSIONS``. The tests of the
 protocols left out are skipped; the ones kept are checked with ``isinstance``.
 
 :class:`QueueConformance` is the sum of its parts, each a subclass of one base
@@ -46,6 +48,8 @@ protocols left out are skipped; the ones kept are checked with ``isinstance``.
 ``CheckConformance`` (``conformance_checks``: the argument and option checks every storage
 shares), ``WorkerConformance`` (``conformance_worker``: the worker on this storage) and
 ``RecordConformance`` (``conformance_records``: job records, their outcomes and cancel).
+``TopicConformance`` (``conformance_topics``: the store's topics, bindings and live
+subscribers).
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ from varmq.testing._suite import (
     PRIORITY_KINDS,
     RECORD_EXTENSIONS,
     RETRY_EXTENSIONS,
+    TOPIC_EXTENSIONS,
     WAIT,
     SuiteBase,
     drain,
@@ -89,6 +94,7 @@ from varmq.testing.conformance_checks import CheckConformance
 from varmq.testing.conformance_leases import LeaseConformance
 from varmq.testing.conformance_records import RecordConformance
 from varmq.testing.conformance_retries import RetryConformance
+from varmq.testing.conformance_topics import TopicConformance
 from varmq.testing.conformance_worker import WorkerConformance
 from varmq.testing.harness import QueueKind, QueuesHarness, StorageHarness
 
@@ -97,6 +103,7 @@ __all__ = [
     "DEFAULT_EXTENSIONS",
     "RECORD_EXTENSIONS",
     "RETRY_EXTENSIONS",
+    "TOPIC_EXTENSIONS",
     "BaseConformance",
     "QueueConformance",
     "QueueKind",
@@ -122,6 +129,8 @@ class BaseConformance(SuiteBase):
             QueueKind(True, True): IDistributedPriorityQueue,
         }
         for protocol in (expected[kind], *self.extensions):
+            if protocol in TOPIC_EXTENSIONS:
+                continue  # claimed by the store's topics(), not by its queues
             assert isinstance(q, protocol), (
                 f"{kind} does not implement {protocol.__name__}; implement it, or leave it out"
                 f" of {type(self).__name__}.extensions"
@@ -678,5 +687,6 @@ class QueueConformance(
     CheckConformance,
     WorkerConformance,
     RecordConformance,
+    TopicConformance,
 ):
     """The whole suite; subclass it with a ``Test*`` name and implement ``make_harness``."""

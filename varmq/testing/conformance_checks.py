@@ -76,13 +76,6 @@ def _refused(error: type[Exception], argument: str, value: object) -> Any:
 class CheckConformance(SuiteBase):
     """Tests of argument checks, store-level calls and the shape of stats."""
 
-    def store(self, harness: StorageHarness) -> Any:
-        """The harness's store, for the store-level tests; skip when the harness has none."""
-        queues = getattr(harness, "queues", None)
-        if queues is None:
-            pytest.skip("the harness has no queues(); QueuesHarness has")
-        return queues()
-
     # -- queue names -------------------------------------------------------------------------------
 
     @kinds(ALL_KINDS)

@@ -59,7 +59,9 @@ class StorageHarness(Protocol):
 Outage = Callable[[], AbstractContextManager[None]]
 """Makes the storage unable to answer for the time of a ``with`` block (a stopped server, a
 file locked by another process); the outage tests of the suite use it when the harness has
-one, as an ``outage`` attribute."""
+one, as an ``outage`` attribute. A ``disconnect`` attribute of the same shape takes the
+connection of live topic subscribers away for the block (a killed client connection, a
+restarted server), for the reconnection test of ``ILiveTopics``."""
 
 
 class QueuesHarness:
@@ -70,7 +72,8 @@ class QueuesHarness:
     queue object a connection of its own, as separate processes would have. ``advance`` moves
     the clock the store measures leases and delays with. :meth:`close` closes every store
     ``open_queues`` returned, each once. ``outage``, when given, is what the suite uses to take
-    the storage away (see :data:`Outage`).
+    the storage away, and ``disconnect`` the connection of live topic subscribers (see
+    :data:`Outage`).
     """
 
     def __init__(
@@ -78,10 +81,12 @@ class QueuesHarness:
         open_queues: Callable[[], Any],
         advance: Callable[[float], None],
         outage: Outage | None = None,
+        disconnect: Outage | None = None,
     ) -> None:
         self._open_queues = open_queues
         self._advance = advance
         self.outage = outage
+        self.disconnect = disconnect
         self._opened: dict[int, Any] = {}  # id -> store, in order of first use
 
     def queues(self) -> Any:

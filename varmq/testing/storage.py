@@ -34,6 +34,9 @@ module an adapter copies to check its arguments the same way.
 
 Each queue object has a ``faults`` attribute (:class:`Faults`) whose switches make it fail the
 way a broken storage would, so tests can watch the worker cope.
+
+``topics()`` gives the storage's topics (``varmq.testing.storage_topics``): bindings every
+topics object of the storage honours, copies stored in one step, and live subscribers.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ from varmq.testing._checks import (
     queue_settings,
 )
 from varmq.testing._records import Record, RecordBook
+from varmq.testing.storage_topics import ReferenceTopics, TopicState, disconnected
 
 __all__ = [
     "DEAD_LETTER_LIMIT",
@@ -240,7 +244,8 @@ class MemoryStorage:
         # ended, once the job left the queue); a kept record holds its id like job_ids do.
         self._named: dict[str, _NamedQueue] = {}
         self._seq = itertools.count()
-        self._opened: list[_QueueBase] = []
+        self._opened: list[_QueueBase | ReferenceTopics] = []
+        self._topics = TopicState()  # bindings and live subscribers (storage_topics)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {len(self._named)} queues>"
@@ -298,6 +303,31 @@ class MemoryStorage:
         if named.priority:
             return self._open(ReferenceDistributedPriorityQueue, name, options)
         return self._open(ReferenceDistributedQueue, name, options)
+
+    def topics(self) -> ReferenceTopics:
+        """The topics of this storage (``IStorageTopics`` and ``ILiveTopics``): every topics
+        object of one storage shares its bindings, as processes sharing a store do."""
+        topics = ReferenceTopics(self, self._topics, Faults())
+        with self._lock:
+            self._opened.append(topics)
+        return topics
+
+    def disconnect_subscribers(self) -> contextlib.AbstractContextManager[None]:
+        """Take the live topic subscribers' connection away inside the ``with`` block: they
+        miss what is published meanwhile, and reconnect on leaving it (counting both)."""
+        return disconnected(self, self._topics)
+
+    def _store_locked(self, queue: str, item: bytes, job_id: str | None, now: float) -> bool:
+        """Put ``item`` last in the line of the named queue ``queue`` (made a FIFO queue if
+        new), available at ``now``; ``False`` when a job with ``job_id`` is stored already.
+        Holds _lock."""
+        named = self._named.setdefault(queue, _NamedQueue(queue, False))
+        if job_id is not None and job_id in named.job_ids:
+            return False
+        heapq.heappush(named.ready, _Job(item, 0, next(self._seq), job_id, now).line_entry())
+        if job_id is not None:
+            named.job_ids.add(job_id)
+        return True
 
     @contextlib.contextmanager
     def outage(self, error: BaseException | None = None) -> Iterator[None]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
-from varmq.protocols import ILeaseReleasable
+from varmq.protocols import ILeaseReleasable, ILiveTopics, IStorageTopics
 from varmq.testing import FakeWallClock, QueuesHarness
 from varmq.testing.conformance import ALL_EXTENSIONS, RECORD_EXTENSIONS, QueueConformance
 
@@ -19,12 +19,15 @@ class TestSqliteqConformance(QueueConformance):
     would have; they share the file and the clock that sqliteq stores deadlines with.
     """
 
-    # release() is not implemented by this adapter yet. TEMPORARY: job records
-    # (RECORD_EXTENSIONS: keep_results, job_record, cancel, the settles with an outcome,
-    # subscribe_records) are not implemented by this adapter yet either; remove them from this
-    # exclusion when it implements them.
+    # release() is not implemented by this adapter yet. TEMPORARY: neither are topics()
+    # (IStorageTopics) nor job records (RECORD_EXTENSIONS: keep_results, job_record, cancel, the
+    # settles with an outcome, subscribe_records); their conformance tests are left out until
+    # sqliteq implements them. ILiveTopics (live subscribers across processes) is not planned
+    # for SQLite.
     extensions = tuple(
-        e for e in ALL_EXTENSIONS if e is not ILeaseReleasable and e not in RECORD_EXTENSIONS
+        e
+        for e in ALL_EXTENSIONS
+        if e not in (ILeaseReleasable, IStorageTopics, ILiveTopics) and e not in RECORD_EXTENSIONS
     )
 
     @pytest.fixture(autouse=True)

@@ -55,3 +55,13 @@ if record is not None and record.error is not None:
 assert_type(records.cancel("job-1"), bool)
 tick = worker.schedule("tick", every=60, data={"n": 1}, queue=queue)
 assert_type(tick, varmq.Schedule)
+topics = varmq.new_topics(dedup_window=100)
+assert_type(topics.publish("orders.eu.created", {"id": 1}, message_id="o-1"), int)
+subscription = topics.subscribe("orders.#", max_pending=10, on_full="drop_oldest")
+for message in subscription:
+    assert_type(message, varmq.Message)
+    assert_type(message.name, str)
+orders = worker.bind_topic(topics, "orders.*.created", on_full="block", block_timeout=1.0)
+assert_type(orders, varmq.TopicQueue[dict[str, Any]])
+assert_type(orders.stats()["dropped"], int)
+topics.bind("orders.#", queue)

@@ -13,3 +13,5 @@ varmq.new_worker(noop, 4, retyr=3)  # expect: call-arg
 varmq.new_worker(noop, 4, poll_interval="1")  # expect: arg-type
 varmq.new_result_worker(noop, name=7)  # expect: arg-type
 varmq.new_worker(noop, 4, strategy="fastest")  # expect: arg-type
+varmq.new_topics().subscribe("orders.#", on_full="wait")  # expect: arg-type
+varmq.new_topics().publish("orders", 1, message_id=7)  # expect: arg-type

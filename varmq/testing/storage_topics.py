@@ -1,0 +1,210 @@
+"""The reference storage's topics: bindings kept in the storage, copies stored in one step, and
+live subscribers whose connection a test can take away.
+
+``MemoryStorage.topics()`` returns a :class:`ReferenceTopics`, which implements
+``IStorageTopics`` and ``ILiveTopics`` of ``varmq.protocols`` ("Topics"). Every topics object
+of one storage shares its bindings, as every process of one Redis server or SQLite file does,
+and ``publish`` stores its copies under the storage's one lock: the atomic step. The names and
+patterns are checked, and bindings matched, by ``varmq.topic_names`` (standard library only,
+so an adapter can copy it). Live subscribers are the core's in-memory subscriptions
+(:class:`varmq.Topics`, one per storage), wrapped to count reconnections and missed publishes.
+Inside ``MemoryStorage.disconnect_subscribers()`` they are disconnected: what is published
+meanwhile never reaches them and is counted in ``missed`` when they reconnect on leaving the
+block. One difference from a storage in another process: a live subscriber with
+``on_full="block"`` makes the publisher wait, since here both are in one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from varmq.subscription import Subscription
+from varmq.testing._checks import check_name as check_queue_name
+from varmq.topic_names import OnFull, check_name, check_pattern, copy_id, matches
+from varmq.topics import Topics
+
+if TYPE_CHECKING:
+    from varmq.testing.storage import Faults, MemoryStorage
+
+__all__ = ["ReferenceLiveSubscription", "ReferenceTopics", "TopicState"]
+
+_log = logging.getLogger("varmq.testing")
+
+
+class TopicState:
+    """The topics of one :class:`MemoryStorage`: what every topics object of it shares.
+
+    ``bindings`` and the connection state are guarded by the storage's lock; ``live`` (the
+    in-memory topics that live subscribers hang on) has a lock of its own and is called
+    outside the storage's.
+    """
+
+    def __init__(self) -> None:
+        # (pattern, queue) -> the pattern's words, in the order bound.
+        self.bindings: dict[tuple[str, str], tuple[str, ...]] = {}
+        self.live = Topics(dedup_window=0)  # at-most-once: a retried publish comes again
+        self.subscriptions: list[ReferenceLiveSubscription] = []
+        self.connected = True
+        self.missed_meanwhile = 0  # publishes while disconnected
+
+
+class ReferenceTopics:
+    """The topics of a :class:`MemoryStorage` (``storage.topics()``): ``IStorageTopics`` and
+    ``ILiveTopics``. Its ``faults`` switches are the queues' (``Faults.unreachable`` makes
+    every call raise, as ``storage.outage()`` does)."""
+
+    def __init__(self, storage: MemoryStorage, state: TopicState, faults: Faults) -> None:
+        self._storage = storage
+        self._state = state
+        self.faults = faults
+        self._subject = "memory storage: topics"
+        self._opened: list[ReferenceLiveSubscription] = []
+
+    # -- bindings ------------------------------------------------------------------------
+
+    def bind(self, pattern: str, queue: str) -> bool:
+        """Route every publish matching ``pattern`` into the queue named ``queue`` (made a
+        FIFO queue by the first copy if it was never opened); whether the binding is new."""
+        words = check_pattern(pattern)
+        check_queue_name(self._storage.location, queue)
+        self.faults.reach()
+        with self._storage._lock:
+            if (pattern, queue) in self._state.bindings:
+                return False
+            self._state.bindings[(pattern, queue)] = words
+            return True
+
+    def unbind(self, pattern: str, queue: str) -> bool:
+        """Remove the binding of ``queue`` under ``pattern``; whether there was one."""
+        check_pattern(pattern)
+        check_queue_name(self._storage.location, queue)
+        self.faults.reach()
+        with self._storage._lock:
+            return self._state.bindings.pop((pattern, queue), None) is not None
+
+    def bindings(self) -> list[tuple[str, str]]:
+        """Every binding of this storage as ``(pattern, queue)``, sorted."""
+        self.faults.reach()
+        with self._storage._lock:
+            return sorted(self._state.bindings)
+
+    # -- publishing ----------------------------------------------------------------------
+
+    def publish(self, name: str, data: Any, *, message_id: str | None = None) -> int:
+        """Store a copy of ``data`` in every bound queue whose pattern matches ``name``, all
+        in one step; how many copies were stored (a copy whose job id is stored already is
+        not stored again). Live subscribers connected now receive it too."""
+        words = check_name(name)
+        if message_id is not None and (not isinstance(message_id, str) or not message_id):
+            raise TypeError(
+                f"{self._subject}: message_id must be a non-empty str, got {message_id!r} "
+                f"({type(message_id).__name__})"
+            )
+        self.faults.reach()
+        storage, state = self._storage, self._state
+        stored = 0
+        notify: list[Callable[[str], None]] = []
+        with storage._lock:
+            queues = sorted({q for (_, q), p in state.bindings.items() if matches(p, words)})
+            copies = [(q, *self._envelope(name, data, message_id, q)) for q in queues]
+            now = storage._clock()
+            for queue, item, job_id in copies:
+                if storage._store_locked(queue, item, job_id if message_id else None, now):
+                    stored += 1
+                    notify.extend(callback for _, callback in storage._named[queue].subscribers)
+            connected = state.connected
+            if not connected:
+                state.missed_meanwhile += 1
+        for callback in notify:  # outside the lock: a callback may call back into the storage
+            try:
+                callback("enqueued")
+            except Exception:
+                _log.warning("topics: a queue subscriber raised; ignored", exc_info=True)
+        if connected:
+            state.live.publish(name, data, message_id=message_id)
+        return stored
+
+    def _envelope(
+        self, name: str, data: Any, message_id: str | None, queue: str
+    ) -> tuple[bytes, str]:
+        """The envelope of the copy for ``queue`` and its job id; ``TypeError`` when ``data``
+        has no JSON form."""
+        job_id = copy_id(message_id, queue) if message_id else uuid.uuid4().hex
+        try:
+            body = json.dumps(
+                {"id": job_id, "status": "Created", "data": data},
+                separators=(",", ":"),
+                allow_nan=False,
+                ensure_ascii=False,
+            )
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"{self._subject}: publish to {name!r}: data is not JSON-encodable ({exc})"
+            ) from None
+        return body.encode("utf-8", "surrogatepass"), job_id
+
+    # -- live subscribers ----------------------------------------------------------------
+
+    def subscribe(
+        self,
+        pattern: str,
+        *,
+        max_pending: int = 1000,
+        on_full: OnFull = "block",
+        block_timeout: float | None = None,
+    ) -> ReferenceLiveSubscription:
+        """A live subscription to every name ``pattern`` matches, published through any
+        topics object of this storage while it is connected (at-most-once)."""
+        self.faults.reach()
+        live = ReferenceLiveSubscription(
+            self._state.live.subscribe(
+                pattern, max_pending=max_pending, on_full=on_full, block_timeout=block_timeout
+            )
+        )
+        with self._storage._lock:
+            self._state.subscriptions.append(live)
+        self._opened.append(live)
+        return live
+
+    def close(self) -> None:
+        """End the live subscriptions made through this object; bindings stay in storage."""
+        opened, self._opened = self._opened, []
+        for live in opened:
+            live.unsubscribe()
+
+    def __repr__(self) -> str:
+        return f"<ReferenceTopics of {self._storage!r}>"
+
+
+class ReferenceLiveSubscription(Subscription):
+    """A live subscriber of the reference storage (``ILiveSubscription``): an in-memory
+    subscription that also counts its reconnections and what it may have missed."""
+
+    def __init__(self, inner: Subscription) -> None:
+        super().__init__(inner._sub)
+        self.missed = 0  # both written under the storage's lock, at reconnection
+        self.reconnects = 0
+
+
+@contextlib.contextmanager
+def disconnected(storage: MemoryStorage, state: TopicState) -> Iterator[None]:
+    """Take the live subscribers' connection away for the ``with`` block, then let them
+    reconnect, each counting one reconnection and what was published meanwhile."""
+    with storage._lock:
+        state.connected = False
+        state.missed_meanwhile = 0
+    try:
+        yield
+    finally:
+        with storage._lock:
+            state.connected = True
+            for live in state.subscriptions:
+                if live.active:
+                    live.reconnects += 1
+                    live.missed += state.missed_meanwhile
+            state.subscriptions = [live for live in state.subscriptions if live.active]
