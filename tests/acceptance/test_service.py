@@ -1,0 +1,144 @@
+"""Acceptance: ``varmq worker`` as a service process, stopped by SIGTERM in the middle of a run.
+
+Two service processes consume one queue of 500 jobs of 50 ms (sqliteq, and redisq on the test
+session's redis-server). The first is sent SIGTERM once it has finished 60 jobs. It must exit 0
+within its grace, hand the jobs it had taken but not started back to storage, and the second
+process must start those at once: the visibility timeout is 60 s, so a job that reached the
+second process within a second of the first one's exit was handed back, not left to expire.
+Every job id is counted: each one done exactly once across the two processes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import varmq
+from tests.acceptance.actors import open_store
+from tests.support.redis_server import RedisServer
+
+pytestmark = pytest.mark.timeout(180)
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = 500
+STOP_AFTER = 60
+GRACE = 10.0
+DEADLINE = 90.0
+
+
+@pytest.fixture(params=["sqliteq", "redisq"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqliteq":
+        yield f"sqlite:{tmp_path / 'jobs.db'}"
+    else:
+        server: RedisServer = request.getfixturevalue("redis_server")
+        yield server.url
+
+
+def _lines(log: Path) -> list[tuple[float, str, str]]:
+    """``(wall time, "start"|"done"|"ready", job id)`` of each whole line of ``log``."""
+    if not log.exists():
+        return []
+    out = []
+    for line in log.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            out.append((float(parts[0]), parts[1], parts[2]))
+        elif len(parts) == 2:
+            out.append((float(parts[0]), parts[1], ""))
+    return out
+
+
+def _wait_for(predicate: object, what: str, timeout: float = DEADLINE) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)  # polling another process's log file: there is nothing to wait on
+
+
+def _service(store: str, queue: str, log: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "SERVICE_STORE": store, "SERVICE_QUEUE": queue, "SERVICE_LOG": str(log)}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "varmq",
+            "worker",
+            "tests.acceptance.service_app:worker",
+            "--grace",
+            str(GRACE),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_sigterm_mid_run_exits_0_and_hands_taken_jobs_to_the_other_consumer(
+    store: str, tmp_path: Path
+) -> None:
+    queue = f"service-{os.getpid()}-{time.monotonic_ns()}"
+    queues = open_store(store)
+    handle = varmq.new_distributed_queue(queues.new_distributed_queue(queue))
+    for i in range(JOBS):
+        assert handle.add({"n": i}, job_id=f"job-{i:03d}")
+    queues.close()
+
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+    first = _service(store, queue, first_log)
+    second = _service(store, queue, second_log)
+    try:
+        _wait_for(
+            lambda: sum(kind == "done" for _, kind, _ in _lines(first_log)) >= STOP_AFTER,
+            f"the first service to finish {STOP_AFTER} jobs",
+        )
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=GRACE + 30)
+        exited_at = time.time()
+        assert first.returncode == 0, err
+        assert "after SIGTERM" in err and "0 still running" in err, err
+
+        def all_done() -> bool:
+            done = [i for _, k, i in _lines(first_log) + _lines(second_log) if k == "done"]
+            return len(set(done)) >= JOBS
+
+        _wait_for(all_done, f"all {JOBS} jobs to be done")
+        second.send_signal(signal.SIGTERM)
+        _, second_err = second.communicate(timeout=GRACE + 30)
+        assert second.returncode == 0, second_err
+    finally:
+        for process in (first, second):
+            process.kill()
+            process.wait()
+
+    handed_back = int(err.split(" taken jobs handed back")[0].rsplit(", ", 1)[-1])
+    assert handed_back > 0, f"the first service held no taken-but-unstarted job: {err}"
+
+    firsts, seconds = _lines(first_log), _lines(second_log)
+    done = [i for _, k, i in firsts + seconds if k == "done"]
+    twice = sorted(i for i in set(done) if done.count(i) > 1)
+    assert twice == [], f"{len(twice)} jobs ran twice: {twice[:10]}"
+    assert sorted(set(done)) == [f"job-{i:03d}" for i in range(JOBS)]
+
+    # The jobs the first service had taken ahead of a slot are the ones it never started but
+    # whose ids come before the last one it started (each take hands out the oldest jobs).
+    started_by_first = {i for _, k, i in firsts if k == "start"}
+    last_first = max(started_by_first)
+    second_starts = {i: t for t, k, i in seconds if k == "start"}
+    behind = [i for i in second_starts if i < last_first and i not in started_by_first]
+    late = {
+        i: round(second_starts[i] - exited_at, 3)
+        for i in behind
+        if second_starts[i] > exited_at + 1.0
+    }
+    assert late == {}, f"handed-back jobs the other consumer started more than 1 s later: {late}"
