@@ -1,11 +1,11 @@
 """The ``varmq`` command: run workers as a service, look into stores, recover dead letters.
 
 ``varmq worker MODULE:ATTR`` runs the worker(s) that attribute names until SIGTERM or SIGINT
-(see :func:`varmq.run`). ``varmq stats|watch|dead|requeue-dead|purge URL ...`` open the store
+(see :func:`varmq.run`). ``varmq stats|watch|dead|job|requeue-dead|purge URL ...`` open the store
 ``URL`` names through its adapter (:func:`varmq.stores.open_store`: a SQLite file, a Redis URL,
 or any scheme a third-party adapter registers) and read it through the operator view of
-:mod:`varmq.ops`. ``stats``, ``watch`` and ``dead`` only look: they open the store read-only
-where its adapter can. This module parses arguments and prints; it knows no adapter.
+:mod:`varmq.ops`. ``stats``, ``watch``, ``dead`` and ``job`` only look: they open the store
+read-only where its adapter can. This module parses arguments and prints; it knows no adapter.
 
 Exit codes: 0 done; 1 the command ran and failed or was declined (storage error, a queue whose
 storage did not answer, purge not confirmed); 2 bad input: usage errors, no such file, not a
@@ -16,6 +16,7 @@ traceback, and name stores by their ``location`` (URLs without credentials).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -25,6 +26,8 @@ from datetime import datetime, timezone
 from typing import Any, TextIO
 
 from .ops import COUNTS, QueueRow, StoreView, UnknownQueueError, dead_letter_rows, unreachable
+from .protocols import IJobRecords
+from .records import JobRecord, decode_record
 from .stores import StoreError, location, open_store, scrub
 
 __all__ = ["main"]
@@ -147,6 +150,59 @@ def cmd_dead(args: argparse.Namespace, out: TextIO) -> int:
     ]
     _table(("KEY", "JOB_ID", "ATTEMPTS", "DEAD_AT", "ERROR"), body, out)
     return 0
+
+
+# -- one job by id ----------------------------------------------------------------------------
+
+
+def cmd_job(args: argparse.Namespace, out: TextIO) -> int:
+    with open_store(args.url, read_only=True) as store:
+        where = location(store, args.url)
+        queue = _queue(StoreView(store), args.queue, where)
+        if not isinstance(queue, IJobRecords):
+            raise CliError(
+                f"varmq: queue {args.queue!r} in {where} keeps no job records (its adapter does "
+                "not implement varmq.protocols.IJobRecords)"
+            )
+        # Records are read whatever keep_results the object opened here has: they are kept
+        # by the producers and workers that opened the queue with it.
+        stored = queue.job_record(args.job_id)
+    if stored is None:
+        raise CliError(
+            f"varmq: queue {args.queue!r} has no record of job {args.job_id!r} (never added "
+            "with that id, its record expired, or the queue is not opened with keep_results)",
+            1,
+        )
+    record = decode_record(stored)
+    if args.json:
+        out.write(json.dumps(dataclasses.asdict(record), indent=2, default=repr) + "\n")
+        return 0
+    _job_lines(record, out)
+    return 0
+
+
+def _job_lines(record: JobRecord, out: TextIO) -> None:
+    def when(stamp: float | None) -> str:
+        if stamp is None:
+            return "-"
+        return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%fZ")
+
+    rows = [
+        ("id", record.id),
+        ("state", record.state + (" (cancel requested)" if record.cancel_requested else "")),
+        ("attempts", str(record.attempts)),
+        ("enqueued", when(record.enqueued_at)),
+        ("started", when(record.started_at)),
+        ("finished", when(record.finished_at)),
+    ]
+    if record.state == "succeeded":
+        rows.append(("result", json.dumps(record.result, default=repr)))
+    if record.error is not None:
+        rows.append(("error", f"{record.error.type}: {record.error.message}"))
+    for key, value in rows:
+        out.write(f"{key + ':':<10} {value}\n")
+    if record.error is not None and record.error.traceback:
+        out.write(record.error.traceback.rstrip("\n") + "\n")
 
 
 def _clip(text: str, width: int) -> str:
@@ -281,7 +337,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Run varmq workers, and inspect varmq queues in a SQLite file, on Redis, or "
         "in any store whose adapter registers its URL scheme.",
         epilog="URL: a SQLite file (sqlite: prefix optional), a redis://, rediss:// or unix:// "
-        "URL, or a URL an installed adapter takes. stats, watch and dead open it read-only. "
+        "URL, or a URL an installed adapter takes. stats, watch, dead and job open it "
+        "read-only. "
         "Exit codes: 0 ok, 1 failed or not confirmed, 2 bad input.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -324,6 +381,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_positive_int, default=100, help="at most N (100)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=cmd_dead)
+
+    p = sub.add_parser("job", help="one job's record: state, attempts, times, result or error")
+    p.add_argument("url", metavar="URL", help=url_help)
+    p.add_argument("queue", metavar="QUEUE")
+    p.add_argument("job_id", metavar="ID", help="the job id it was added with")
+    p.add_argument("--json", action="store_true", help="print JSON instead of lines")
+    p.set_defaults(run=cmd_job)
 
     p = sub.add_parser("requeue-dead", help="put dead letters back in line")
     p.add_argument("url", metavar="URL", help=url_help)

@@ -31,6 +31,7 @@ __all__ = [
     "WorkerSource",
     "bound_dead_letters",
     "bound_queues",
+    "bound_source",
     "dead_letter_rows",
     "find_workers",
     "stats_row",
@@ -159,6 +160,15 @@ def bound_dead_letters(
             if isinstance(source.storage, IDeadLetterable):
                 return dead_letter_rows(source.storage.dead_letters(limit))
             return []
+    return None
+
+
+def bound_source(workers: Mapping[str, AnyWorker], name: str) -> Any | None:
+    """The first bound queue named ``name`` among ``workers`` (a :class:`~varmq.sources.Source`:
+    ``job_records()``, ``cancelled_here()``); ``None`` when no worker binds one."""
+    for worker in workers.values():
+        for source in _sources(worker, name):
+            return source
     return None
 
 

@@ -1,5 +1,5 @@
-"""REST API for operators: worker status and control, queue counts and dead letters, health;
-as ASGI or WSGI.
+"""REST API for operators: worker status and control, queue counts, dead letters and jobs by
+id, health; as ASGI or WSGI.
 
 One routing core (:class:`_Router`: method, path, query and ``Authorization`` header in, a
 response or a call to make out; no I/O of its own) and two thin adapters around it,
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import hmac
 import json
@@ -39,11 +40,13 @@ from .ops import (
     WorkerSource,
     bound_dead_letters,
     bound_queues,
+    bound_source,
     find_workers,
     unreachable,
     worker_metrics,
     worker_summary,
 )
+from .records import Records
 
 __all__ = ["asgi_app", "wsgi_app"]
 
@@ -248,6 +251,8 @@ class _Router:
     # -- queues -----------------------------------------------------------------------------
 
     def _queues_route(self, method: str, rest: list[str], query: str) -> _Response | _Call:
+        if len(rest) >= 3 and rest[-2] == "jobs":
+            return self._jobs_route(method, "/".join(rest[:-2]), rest[-1])
         refused = self._only(method, "GET")
         if refused:
             return refused
@@ -271,14 +276,66 @@ class _Router:
                 return _Response(200, row)
         return _error(404, "queue not found")
 
+    # -- jobs by id --------------------------------------------------------------------------
+
+    def _jobs_route(self, method: str, name: str, job_id: str) -> _Response | _Call:
+        where = f"/queues/{name}/jobs/{job_id}"
+        if method == "GET":
+            return _Call(f"GET {where}", lambda: self._job(name, job_id))
+        if method == "DELETE":
+            return _Call(f"DELETE {where}", lambda: self._cancel(name, job_id))
+        return _error(405, "method not allowed", [("Allow", "GET, DELETE")])
+
+    def _records(self, name: str) -> tuple[Any, Records] | _Response:
+        source = bound_source(find_workers(self._workers), name)
+        if source is None:
+            return _error(404, "queue not found")
+        try:
+            return source, source.job_records()
+        except (TypeError, ValueError) as exc:
+            return _error(400, str(exc))
+
+    def _job(self, name: str, job_id: str) -> _Response:
+        found = self._records(name)
+        if isinstance(found, _Response):
+            return found
+        _, records = found
+        try:
+            record = records.read(job_id)
+        except Exception as exc:  # the storage did not answer
+            return _unreachable(name, exc)
+        if record is None:
+            return _error(404, "job not found")
+        return _Response(200, dataclasses.asdict(record))
+
+    def _cancel(self, name: str, job_id: str) -> _Response:
+        found = self._records(name)
+        if isinstance(found, _Response):
+            return found
+        source, records = found
+        try:
+            if records.cancel(job_id):
+                source.cancelled_here(job_id)
+                return _Response(200, {"cancelled": True})
+            record = records.read(job_id)
+        except Exception as exc:
+            return _unreachable(name, exc)
+        if record is None:
+            return _error(404, "job not found")
+        return _error(409, f"job {job_id!r} already ended ({record.state})")
+
     def _dead(self, name: str, limit: int) -> _Response:
         try:
             rows = bound_dead_letters(find_workers(self._workers), name, limit)
         except Exception as exc:  # the storage did not answer
-            return _error(503, f"queue {name!r} is unreachable: {type(exc).__name__}: {exc}")
+            return _unreachable(name, exc)
         if rows is None:
             return _error(404, "queue not found")
         return _Response(200, rows)
+
+
+def _unreachable(name: str, exc: Exception) -> _Response:
+    return _error(503, f"queue {name!r} is unreachable: {type(exc).__name__}: {exc}")
 
 
 def _limit(query: str) -> int | _Response:

@@ -41,6 +41,7 @@ from .queues import (
     MemoryQueue,
     TakenJobs,
 )
+from .records import Records
 from .retry import Outcome, Retry, after_failure
 
 __all__ = ["CancelRunning", "Decode", "MemorySource", "Report", "Source", "Step"]
@@ -97,6 +98,18 @@ class Source:
     #: Whether a job of this source may be cancelled while it runs (its queue keeps job
     #: records): the runner then settles it through the timer, as it would at a timeout.
     cancellable = False
+
+    def job_records(self) -> Records:
+        """The job records of this queue, for the operator routes (REST, ``varmq job``).
+
+        Raises ``TypeError`` when this kind of queue cannot keep records and ``ValueError`` when
+        it was bound or opened without ``keep_results``.
+        """
+        raise TypeError(f"varmq: queue {self.label!r} keeps no job records")
+
+    def cancelled_here(self, job_id: str) -> None:
+        """``job_id`` was just cancelled through this process; a source that holds it running
+        stops it now instead of at its next look at storage. Nothing to do by default."""
 
     def __init__(
         self,
@@ -319,6 +332,14 @@ class MemorySource(Source):
                 self.dead.keep(restored.dead)
         self.book = JobBook(self, keep_results) if keep_results > 0 else None
         self.cancellable = self.book is not None
+
+    def job_records(self) -> Records:
+        if self.book is None:
+            raise ValueError(
+                f"varmq: queue {self.label!r} keeps no job records: bind it with "
+                "keep_results=SECONDS to follow its jobs by id"
+            )
+        return self.book
 
     def ready_locked(self) -> bool:
         if self.retry_at and self.retry_at > time.monotonic():

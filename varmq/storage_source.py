@@ -55,7 +55,7 @@ from .protocols import (
     IQueueStats,
     QueueStats,
 )
-from .records import encode_error, encode_result
+from .records import Records, StorageRecords, encode_error, encode_result
 from .retry import Outcome, after_failure, failure_text
 from .sources import Report, Source, Step
 from .timer import LeaseRenewer
@@ -125,6 +125,7 @@ class StorageSource(Source):
         self.can_release = isinstance(storage, ILeaseReleasable)
         # Job records: outcomes go with the settles, cancels come with the renewals.
         self.records = isinstance(storage, IJobRecords) and _keeps_records(storage)
+        self._job_records: StorageRecords | None = None  # built at the first job_records()
         self.cancellable = self.records
         self._results = self.records and keep_values
         # -- readiness, guarded by the dispatcher's lock --
@@ -264,6 +265,14 @@ class StorageSource(Source):
         """Seconds between two renewals of a lease of ``lease`` seconds."""
         period = lease / 3
         return min(period, _CANCEL_CHECK) if self.records else period
+
+    def job_records(self) -> Records:
+        records = self._job_records
+        if records is None:
+            from .handles import _call_async  # handles builds on this module
+
+            records = self._job_records = StorageRecords(self.storage, self.label, _call_async)
+        return records
 
     def cancelled_here(self, job_id: str) -> None:
         """``job_id`` was just flagged cancelled in storage through this process: if this source

@@ -322,6 +322,8 @@ class RestContract:
             ("PATCH", f"/workers/{worker.name}/config/concurrency/9"),
             ("GET", "/queues"),
             ("GET", "/queues/q/dead"),
+            ("GET", "/queues/q/jobs/job-1"),
+            ("DELETE", "/queues/q/jobs/job-1"),
             ("GET", "/nothing"),
         ]:
             for header in (None, "Bearer wrong", "Bearer s3cret2", "Basic s3cret", "s3cret"):
@@ -497,6 +499,114 @@ class RestContract:
             reply = http("GET", base + "/queues/orders/dead")
         assert reply.status == 503
         assert "queue 'orders' is unreachable" in reply.json()["error"]
+
+    # -- jobs by id ---------------------------------------------------------------------------
+
+    def test_a_job_of_a_storage_queue_is_read_by_id_and_cancelled_while_queued(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        storage = MemoryStorage()
+        worker = self.new_worker(workers)
+        worker.pause()
+        assert worker.wait_until_paused(10)
+        handle = worker.with_persistent_queue(storage.new_queue("orders", keep_results=60))
+        assert handle.add({"n": 1}, job_id="job-1")
+        base = api(token="t", workers={worker.name: worker})
+
+        reply = http("GET", base + "/queues/orders/jobs/job-1", token="t")
+        assert reply.status == 200
+        record = reply.json()
+        assert (record["id"], record["state"], record["attempts"]) == ("job-1", "queued", 0)
+        assert record["enqueued_at"] > 0 and record["finished_at"] is None
+
+        cancelled = http("DELETE", base + "/queues/orders/jobs/job-1", token="t")
+        assert cancelled.status == 200
+        assert cancelled.json() == {"cancelled": True}
+        assert handle.job("job-1").state == "cancelled"
+        again = http("DELETE", base + "/queues/orders/jobs/job-1", token="t")
+        assert again.status == 409
+        assert again.json() == {"error": "job 'job-1' already ended (cancelled)"}
+
+    def test_a_running_job_cancelled_by_id_ends_cancelled(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        gate = Gate()
+        worker = self.new_worker(workers, gate, 1)
+        handle = worker.bind_queue(name="slow", keep_results=60)
+        handle.add("x", job_id="r-1")
+        assert gate.started.acquire(timeout=10)
+        base = api(workers={worker.name: worker})
+        assert http("GET", base + "/queues/slow/jobs/r-1").json()["state"] == "running"
+        reply = http("DELETE", base + "/queues/slow/jobs/r-1")
+        assert (reply.status, reply.json()) == (200, {"cancelled": True})
+        with pytest.raises(varmq.JobFailedError, match="cancelled"):
+            handle.result_of("r-1", 10)
+        gate.open()
+
+    def test_a_finished_in_memory_job_shows_its_result(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        worker = varmq.new_result_worker(lambda job: job.data * 2, 1, name=_name())
+        workers.append(worker)
+        handle = worker.bind_queue(name="doubles", keep_results=60)
+        handle.add(21, job_id="d-1")
+        assert handle.result_of("d-1", 10) == 42
+        base = api(workers={worker.name: worker})
+        reply = http("GET", base + "/queues/doubles/jobs/d-1")
+        assert reply.status == 200
+        record = reply.json()
+        assert (record["state"], record["result"], record["attempts"]) == ("succeeded", 42, 1)
+        assert record["error"] is None
+
+    def test_a_failed_job_shows_its_error_type_and_message(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        def fail(job: varmq.Job[Any]) -> None:
+            raise KeyError("no such customer")
+
+        worker = self.new_worker(workers, fail, log_failures=False)
+        handle = worker.bind_queue(name="fails", keep_results=60)
+        handle.add(1, job_id="f-1")
+        with pytest.raises(varmq.JobFailedError):
+            handle.result_of("f-1", 10)
+        base = api(workers={worker.name: worker})
+        error = http("GET", base + "/queues/fails/jobs/f-1").json()["error"]
+        assert error["type"] == "KeyError" and "no such customer" in error["message"]
+        assert "Traceback" in error["traceback"]
+
+    def test_unknown_jobs_and_queues_and_queues_without_records(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        worker = self.new_worker(workers)
+        worker.bind_queue(name="kept", keep_results=60)
+        worker.bind_queue(name="plain")
+        base = api(workers={worker.name: worker})
+        for method in ("GET", "DELETE"):
+            missing = http(method, base + "/queues/kept/jobs/nope")
+            assert (missing.status, missing.json()) == (404, {"error": "job not found"})
+            nowhere = http(method, base + "/queues/other/jobs/j")
+            assert (nowhere.status, nowhere.json()) == (404, {"error": "queue not found"})
+            plain = http(method, base + "/queues/plain/jobs/j")
+            assert plain.status == 400
+            assert "keeps no job records" in plain.json()["error"]
+            assert "keep_results" in plain.json()["error"]
+        refused = http("PATCH", base + "/queues/kept/jobs/j")
+        assert refused.status == 405
+        assert refused.headers["allow"] == "GET, DELETE"
+
+    def test_a_job_of_an_unreachable_queue_is_503(self, api: Any, workers: list[Any]) -> None:
+        storage = MemoryStorage()
+        worker = self.new_worker(workers)
+        worker.pause()
+        assert worker.wait_until_paused(10)
+        worker.with_persistent_queue(storage.new_queue("orders", keep_results=60))
+        base = api(workers={worker.name: worker})
+        with storage.outage(ConnectionError("gone")):
+            read = http("GET", base + "/queues/orders/jobs/j")
+            cancel = http("DELETE", base + "/queues/orders/jobs/j")
+        for reply in (read, cancel):
+            assert reply.status == 503
+            assert "queue 'orders' is unreachable: ConnectionError: gone" in reply.json()["error"]
 
     # -- control calls are bounded ------------------------------------------------------------
 

@@ -1,0 +1,110 @@
+"""``varmq job URL QUEUE ID``: one job's record, from a store that keeps records.
+
+The command opens stores through their adapter (``varmq.stores``); here an adapter of the test's
+own opens the reference storage, which keeps records, and sqliteq shows the refusal for a store
+whose queues keep none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sqliteq
+import varmq
+from varmq import cli, stores
+from varmq.testing.storage import MemoryStorage
+
+
+class _Store:
+    """The reference storage as a store ``open_store`` may close."""
+
+    def __init__(self, storage: MemoryStorage) -> None:
+        self._storage = storage
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def storage(monkeypatch: pytest.MonkeyPatch) -> MemoryStorage:
+    storage = MemoryStorage()
+    adapter = types.SimpleNamespace(
+        URL_SCHEMES=("mem",), open_url=lambda url, create=True, read_only=False: _Store(storage)
+    )
+    monkeypatch.setattr(stores, "adapter_for", lambda url: adapter)
+    return storage
+
+
+def _job(*args: str) -> tuple[int, str, str]:
+    """``varmq job ARGS`` in this process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdout", out)
+        patch.setattr("sys.stderr", err)
+        code = cli.main(["job", *args])
+    return code, out.getvalue(), err.getvalue()
+
+
+def _finished(storage: MemoryStorage, fn: Any, job_id: str) -> None:
+    worker = varmq.new_result_worker(fn, 1, log_failures=False)
+    handle = worker.with_persistent_queue(storage.new_queue("orders", keep_results=60))
+    handle.add({"n": 2}, job_id=job_id)
+    with contextlib.suppress(varmq.JobFailedError):  # a failed job is what some tests want
+        handle.result_of(job_id, 10)
+    worker.stop_and_wait()
+
+
+def test_a_succeeded_job_shows_state_attempts_times_and_result(storage: MemoryStorage) -> None:
+    _finished(storage, lambda job: {"total": job.data["n"] * 21}, "o-1")
+    code, out, err = _job("mem://x", "orders", "o-1")
+    assert (code, err) == (0, "")
+    lines = dict(line.split(None, 1) for line in out.splitlines())
+    assert lines["id:"] == "o-1"
+    assert lines["state:"] == "succeeded"
+    assert lines["attempts:"] == "1"
+    assert lines["result:"] == '{"total": 42}'
+    assert lines["finished:"].endswith("Z")
+
+    code, out, _ = _job("mem://x", "orders", "o-1", "--json")
+    record = json.loads(out)
+    assert (code, record["state"], record["result"]) == (0, "succeeded", {"total": 42})
+
+
+def test_a_failed_job_shows_its_error_and_traceback(storage: MemoryStorage) -> None:
+    def fail(job: varmq.Job[Any]) -> None:
+        raise LookupError("customer 7 is gone")
+
+    _finished(storage, fail, "o-2")
+    code, out, _ = _job("mem://x", "orders", "o-2")
+    assert code == 0
+    assert "error:     LookupError: customer 7 is gone" in out
+    assert "Traceback (most recent call last)" in out
+
+
+def test_an_unknown_job_exits_1_and_an_unknown_queue_2(storage: MemoryStorage) -> None:
+    storage.new_queue("orders", keep_results=60)
+    code, out, err = _job("mem://x", "orders", "nope")
+    assert (code, out) == (1, "")
+    assert err.startswith("varmq: queue 'orders' has no record of job 'nope' (never added")
+    code, _, err = _job("mem://x", "other", "nope")
+    assert code == 2 and "no queue named 'other'" in err
+
+
+def test_a_queue_that_keeps_no_records_is_named_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    store = sqliteq.new(str(path))
+    store.new_queue("plain").enqueue(b'{"id": "a", "status": "Created", "data": 1}')
+    store.close()
+    code, out, err = _job(str(path), "plain", "a")
+    assert (code, out) == (2, "")
+    assert "queue 'plain'" in err and "keeps no job records" in err
