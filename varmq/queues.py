@@ -40,9 +40,6 @@ __all__ = [
 ]
 
 
-# Sequence numbers stay below this, so a key orders by priority first.
-_SPAN = 1 << 40
-
 GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 """Whether the GIL serialises C-level operations (False on free-threaded builds)."""
 
@@ -145,27 +142,25 @@ class MemoryQueue(_Named):
 class MemoryPriorityQueue(_Named):
     """A priority queue in process memory: lower numbers first, FIFO among equals.
 
-    A binary heap of integer keys ``priority * 2**40 + sequence`` with the items in a dict by
-    key: ints compare fast in C and keys are unique, so items are never compared and equal
-    priorities keep insertion order. With the GIL, ``heappush``/``heappop`` of ints and a dict
-    store or pop each run in C without calling back into Python, so they cannot interleave;
-    an item is stored before its key is pushed, so whoever pops a key finds its item. Adding
-    and taking therefore need no lock, which keeps producers and the worker's threads from
-    convoying on one. Without the GIL (free-threaded builds), and for the capacity check, a
-    lock guards both.
+    One deque of items per priority that has items waiting (``_buckets``), and a binary heap of
+    those priorities (``_order``, each once). A job costs one deque slot (8 bytes) on top of
+    itself, against a heap key and a dict entry (about 90 bytes) for a heap of all the jobs;
+    queues use a handful of priorities, so the heap stays tiny and the order of equals is the
+    deques' own. Adding and taking change the deque and the heap together, so a lock guards
+    both; it is held for a few C calls only.
 
     ``name``, ``retry`` and ``poison_limit`` are as for :class:`MemoryQueue`.
     """
 
-    __slots__ = ("_capacity", "_closed", "_items", "_keys", "_lock", "_seq")
+    __slots__ = ("_buckets", "_capacity", "_closed", "_len", "_lock", "_order")
 
     def __init__(self, capacity: int = 0, *, name: str | None = None) -> None:
         super().__init__(name)
-        self._keys: list[int] = []
-        self._items: dict[int, Any] = {}
-        # Guards _keys and _items where their operations are not atomic by themselves.
+        # Guards _buckets, _order and _len.
         self._lock = threading.Lock()
-        self._seq = itertools.count()
+        self._buckets: dict[int, deque[Any]] = {}
+        self._order: list[int] = []
+        self._len = 0
         self._capacity = max(0, capacity)
         self._closed = False
 
@@ -177,44 +172,46 @@ class MemoryPriorityQueue(_Named):
         """Add ``item`` with ``priority``; ``False`` when closed or full."""
         if self._closed:
             return False
-        key = priority * _SPAN + next(self._seq)
-        if self._capacity or not GIL:
-            with self._lock:
-                if self._capacity and len(self._keys) >= self._capacity:
-                    return False
-                self._items[key] = item
-                heapq.heappush(self._keys, key)
-            return True
-        self._items[key] = item
-        heapq.heappush(self._keys, key)
+        with self._lock:
+            if self._capacity and self._len >= self._capacity:
+                return False
+            bucket = self._buckets.get(priority)
+            if bucket is None:
+                bucket = self._buckets[priority] = deque()
+                heapq.heappush(self._order, priority)
+            bucket.append(item)
+            self._len += 1
         return True
 
     def dequeue(self) -> Any | None:
         """Pop the item with the lowest priority number, or ``None`` when empty."""
-        try:
-            if GIL:
-                return self._items.pop(heapq.heappop(self._keys))
-            with self._lock:
-                return self._items.pop(heapq.heappop(self._keys))
-        except IndexError:
-            return None
+        with self._lock:
+            order = self._order
+            if not order:
+                return None
+            priority = order[0]
+            bucket = self._buckets[priority]
+            item = bucket.popleft()
+            self._len -= 1
+            if not bucket:
+                heapq.heappop(order)
+                del self._buckets[priority]
+            return item
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return self._len
 
     def values(self) -> list[Any]:
         """A snapshot of the waiting items in the order they would be taken."""
         with self._lock:
-            # copy() is one C call under the GIL: lock-free producers cannot change the dict
-            # while it runs (iterating the dict itself could see it change size).
-            entries = sorted(self._items.copy().items())
-        return [item for _, item in entries]
+            return [item for p in sorted(self._order) for item in self._buckets[p]]
 
     def purge(self) -> None:
         """Remove every waiting item."""
         with self._lock:
-            self._keys.clear()
-            self._items.clear()
+            self._buckets.clear()
+            self._order.clear()
+            self._len = 0
 
     def close(self) -> None:
         """Refuse further enqueues; waiting items stay and can still be taken."""
