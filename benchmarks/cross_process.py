@@ -323,6 +323,8 @@ class Child:
     def expect(self, word: str) -> None:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()
+        while line.startswith("py-spy>") or (not line and self.proc.poll() is None):
+            line = self.proc.stdout.readline().strip()
         if line != word:
             self.proc.kill()
             raise SystemExit(f"benchmark error: child said {line!r}, expected {word!r}")
@@ -368,6 +370,8 @@ class Bench:
         self.args = args
         self.runs = 0
         self.payload = ""  # the envelope varmq stores for add(None); the raw clients store it too
+        self._client: Any = None
+        self.server_usec: dict[str, list[str]] = {"varmq": [], "raw": []}
 
     def spec(self, adapter: str, **extra: Any) -> dict[str, Any]:
         self.runs += 1
@@ -454,17 +458,23 @@ class Bench:
 
     # -- measures ---------------------------------------------------------------------------
 
-    def produce(self, adapter: str, kind: str, threads: int, n: int) -> float:
+    def produce(
+        self, adapter: str, kind: str, threads: int, n: int, profile: Path | None = None
+    ) -> float:
         spec = self.spec(adapter, kind=kind, threads=threads, n=n, payload=self.payload)
         if kind == "raw" and adapter == "sqliteq":
             _open_raw_sqlite(spec["path"], True).close()
         try:
-            child = Child("produce", spec)
+            child = Child("produce", spec, profile)
             child.expect("ready")
+            if adapter == "redisq":
+                self._redis().config_resetstat()
             start = time.perf_counter()
             child.send("go")
             child.expect("done")
             elapsed = time.perf_counter() - start
+            if adapter == "redisq" and threads == 1:
+                self.server_usec[kind].extend(self._server_usec_per_call())
             child.finish()
             got = self.stored_count(spec, kind == "raw")
             if got != n:
@@ -472,6 +482,22 @@ class Bench:
             return n / elapsed
         finally:
             self.cleanup(spec)
+
+    def _redis(self) -> Any:
+        import redis
+
+        if self._client is None:
+            self._client = redis.Redis.from_url(self.url)
+        return self._client
+
+    def _server_usec_per_call(self) -> list[str]:
+        """What Redis spent per call of each command since the last reset (INFO commandstats)."""
+        stats = self._redis().info("commandstats")
+        return [
+            f"{name.removeprefix('cmdstat_')} {fields['usec_per_call']:.1f} us x {fields['calls']}"
+            for name, fields in stats.items()
+            if name in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_lpush", "cmdstat_fcall")
+        ]
 
     def drain(
         self, adapter: str, kind: str, n: int, profile: Path | None = None, gil: bool = False
@@ -700,11 +726,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     faulthandler.dump_traceback_later(900, exit=True)
     q = args.quick
-    n_add = 3_000 if q else 10_000
+    n_add = 2_000 if q else 5_000
     n_drain = 5_000 if q else 20_000
-    n_pickups = 100 if q else 300
+    n_pickups = 100 if q else 200
     n_fair = 900 if q else 3_000
-    n_round = 5_000 if q else 20_000
+    n_round = 5_000 if q else 10_000
     n_memory = 200_000 if q else 1_000_000
 
     def wanted(name: str) -> bool:
@@ -728,6 +754,13 @@ def main(argv: list[str] | None = None) -> int:
     figures: list[Figure] = []
     notes: list[str] = []
     bench = Bench(server.url, directory, args)
+    clock = [time.monotonic()]
+
+    def section(name: str) -> None:
+        now = time.monotonic()
+        notes.append(f"({name}: {now - clock[0]:.0f} s)")
+        clock[0] = now
+
     try:
         bench.learn_payload()
         for adapter, raw_name in (("redisq", "LPUSH, unpipelined"), ("sqliteq", "INSERT, own tx")):
@@ -751,6 +784,20 @@ def main(argv: list[str] | None = None) -> int:
                     many.baselines.append(rates["varmq", 1])
                     many.loads.append(load)
                 figures += [single, many]
+                if adapter == "redisq":
+                    for kind, calls in bench.server_usec.items():
+                        notes.append(f"redis-server time per call, {kind} single add: {calls}")
+                if args.profile is not None:
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                    path = args.profile / f"add-{adapter}-varmq.txt"
+                    rate = bench.produce(adapter, "varmq", 1, n_add, profile=path)
+                    if path.exists():
+                        notes.append(
+                            f"profile of the varmq {adapter} producer, 1 thread ({rate:,.0f} "
+                            "jobs/s under py-spy):"
+                        )
+                        notes += ["  " + line for line in summarize_profile(path)]
+                section("add")
         for adapter, raw_name in (
             ("redisq", "raw BLMOVE+LREM process"),
             ("sqliteq", "raw DELETE..RETURNING process"),
@@ -781,6 +828,7 @@ def main(argv: list[str] | None = None) -> int:
                                 f"{rate:,.0f} jobs/s under py-spy):"
                             )
                             notes += ["  " + line for line in summarize_profile(path)]
+                section(f"drain {adapter}")
         for adapter in ("redisq", "sqliteq"):
             if wanted(f"latency {adapter}"):
                 p50s, p99s, loads = [], [], []
@@ -794,6 +842,7 @@ def main(argv: list[str] | None = None) -> int:
                     fig = Figure(f"pickup {adapter} {label}", unit="ms", target=f"<= {want} ms")
                     fig.values, fig.loads = values, loads
                     figures.append(fig)
+                section(f"latency {adapter}")
         for adapter in ("redisq", "sqliteq"):
             if wanted(f"fair {adapter}"):
                 fig = Figure(
@@ -815,6 +864,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"(concurrency + prefetch = {2 * CONCURRENCY})"
                 )
                 figures.append(fig)
+                section(f"fair {adapter}")
         if wanted("roundtrip"):
             fig = Figure("in-memory round trip, c=1", baseline_name="ThreadPoolExecutor(1)")
             fig.target = ">= 1.0x"
@@ -829,6 +879,7 @@ def main(argv: list[str] | None = None) -> int:
                 fig.baselines.append(base)
                 fig.loads.append(load1())
             figures.append(fig)
+            section("roundtrip")
         if wanted("memory"):
             for which in ("fifo", "priority"):
                 fig = Figure(
@@ -840,7 +891,10 @@ def main(argv: list[str] | None = None) -> int:
                     fig.baselines.append(memory_per_job("simple", n_memory))
                     fig.loads.append(load1())
                 figures.append(fig)
+            section("memory")
     finally:
+        if bench._client is not None:
+            bench._client.close()
         server.close()
         shutil.rmtree(directory, ignore_errors=True)
     print(f"uptime at end:   {_common.uptime()}")
