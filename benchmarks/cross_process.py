@@ -312,7 +312,17 @@ class Child:
         cmd = [sys.executable, str(HERE), "--child", role, json.dumps(spec)]
         if profile is not None:
             spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
-            cmd = [spy, "record", "--format", "raw", "-r", "400", "-o", str(profile)]
+            cmd = [
+                spy,
+                "record",
+                "--nonblocking",
+                "--format",
+                "raw",
+                "-r",
+                "250",
+                "-o",
+                str(profile),
+            ]
             cmd += ["--gil", "--"] if gil else ["--"]
             cmd += [sys.executable, str(HERE), "--child", role, json.dumps(spec)]
         env = dict(os.environ, PYTHONPATH=f"{_common.ROOT}{os.pathsep}{_common.ROOT / 'adapters'}")
@@ -797,7 +807,7 @@ def main(argv: list[str] | None = None) -> int:
                             "jobs/s under py-spy):"
                         )
                         notes += ["  " + line for line in summarize_profile(path)]
-                section("add")
+                section(f"add {adapter}")
         for adapter, raw_name in (
             ("redisq", "raw BLMOVE+LREM process"),
             ("sqliteq", "raw DELETE..RETURNING process"),
