@@ -30,8 +30,8 @@ Measures (``--only`` picks by name):
 the functions that took the most samples. Redis: a redis-server started here on a free loopback
 port (``tests/support/redis_server.py``), never a Redis of yours. Run from the repository root::
 
-    .venv/bin/python benchmarks/cross_process.py              # everything, about 2 minutes
-    .venv/bin/python benchmarks/cross_process.py --quick      # fewer jobs, about 40 s
+    .venv/bin/python benchmarks/cross_process.py              # everything: 2-3 minutes
+    .venv/bin/python benchmarks/cross_process.py --quick      # fewer jobs: about a minute
     .venv/bin/python benchmarks/cross_process.py --only drain --profile /tmp/prof
 """
 
@@ -723,7 +723,7 @@ def _met(ok: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", nargs=2, metavar=("ROLE", "SPEC"), help=argparse.SUPPRESS)
-    parser.add_argument("--quick", action="store_true", help="fewer jobs: about 40 s")
+    parser.add_argument("--quick", action="store_true", help="fewer jobs: about a minute")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (default 3)")
     parser.add_argument("--only", action="append", default=[], help="measures whose name has this")
     parser.add_argument("--profile", type=Path, help="py-spy profiles of the drain consumers here")
