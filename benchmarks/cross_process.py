@@ -80,6 +80,10 @@ TARGETS = {
 LATENCY_TARGETS = {"redisq": (1.0, 3.0), "sqliteq": (2.0, 5.0)}  # ms: p50, p99
 MEMORY_TARGETS = {"fifo": 160.0, "priority": 200.0}  # bytes per job
 FAIR_TOLERANCE = 0.15
+RAW_PICKUP = {
+    "redisq": "raw BLMOVE consumer process",
+    "sqliteq": "raw consumer process polling every 1 ms",
+}
 
 
 # == child processes ============================================================================
@@ -244,7 +248,11 @@ def child_consume(spec: dict[str, Any]) -> None:
             item = blmove(source, processing, 0.1, "RIGHT", "LEFT")
             if item is None:
                 continue
-            write(fd, b"x")
+            if mode == "latency":
+                started = time_ns()
+                write(fd, item + f" {started}\n".encode())
+            else:
+                write(fd, b"x")
             lrem(processing, 1, item)
         client.close()
     else:
@@ -257,7 +265,11 @@ def child_consume(spec: dict[str, Any]) -> None:
             if row is None:
                 time.sleep(0.001)
                 continue
-            write(fd, b"x")
+            if mode == "latency":
+                started = time_ns()
+                write(fd, row[0] + f" {started}\n".encode())
+            else:
+                write(fd, b"x")
         conn.close()
     os.close(fd)
     print(json.dumps(report), flush=True)
@@ -525,18 +537,17 @@ class Bench:
             out.unlink(missing_ok=True)
             self.cleanup(spec)
 
-    def latency(self, adapter: str, count: int) -> tuple[float, float]:
-        import varmq
-
-        spec = self.spec(adapter, kind="varmq", mode="latency", concurrency=CONCURRENCY)
+    def latency(self, adapter: str, count: int, kind: str = "varmq") -> tuple[float, float]:
+        spec = self.spec(adapter, kind=kind, mode="latency", concurrency=CONCURRENCY)
         out = self.dir / f"{spec['queue']}.out"
         spec["out"] = str(out)
+        if kind == "raw" and adapter == "sqliteq":
+            _open_raw_sqlite(spec["path"], True).close()
         try:
             child = Child("consume", spec)
             child.expect("ready")
             time.sleep(0.5)  # let it settle into waiting
-            queues, stored = _storage(spec)
-            add = varmq.new_distributed_queue(stored).add
+            add, close = self._adder(spec, kind)
             warmup = 10
             next_at = time.perf_counter()
             for _ in range(count + warmup):
@@ -545,7 +556,7 @@ class Bench:
                 pause = next_at - time.perf_counter()
                 if pause > 0:
                     time.sleep(pause)
-            queues.close()
+            close()
             deadline = time.monotonic() + 30
             while _lines(out) < count + warmup and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -562,6 +573,23 @@ class Bench:
         finally:
             out.unlink(missing_ok=True)
             self.cleanup(spec)
+
+    def _adder(self, spec: dict[str, Any], kind: str) -> tuple[Callable[[int], Any], Any]:
+        """``(add(number), close)``: a varmq handle's add, or the raw client's push."""
+        if kind == "varmq":
+            import varmq
+
+            queues, stored = _storage(spec)
+            return varmq.new_distributed_queue(stored).add, queues.close
+        if spec["adapter"] == "redisq":
+            import redis
+
+            client = redis.Redis.from_url(self.url)
+            key = spec["queue"]
+            return (lambda number: client.lpush(key, str(number))), client.close
+        conn = _open_raw_sqlite(spec["path"], False)
+        insert = "INSERT INTO jobs (data) VALUES (?)"
+        return (lambda number: conn.execute(insert, (str(number).encode(),))), conn.close
 
     def fair(self, adapter: str, n: int) -> tuple[list[int], list[int]]:
         spec = self.spec(adapter, kind="varmq", mode="fair", concurrency=CONCURRENCY)
@@ -841,16 +869,21 @@ def main(argv: list[str] | None = None) -> int:
                 section(f"drain {adapter}")
         for adapter in ("redisq", "sqliteq"):
             if wanted(f"latency {adapter}"):
-                p50s, p99s, loads = [], [], []
-                for _ in range(args.repeat):
-                    p50, p99 = bench.latency(adapter, n_pickups)
-                    p50s.append(p50)
-                    p99s.append(p99)
+                got: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+                loads = []
+                for i in range(args.repeat):
+                    for kind in ("varmq", "raw") if i % 2 == 0 else ("raw", "varmq"):
+                        p50, p99 = bench.latency(adapter, n_pickups, kind)
+                        got[kind, "p50"].append(p50)
+                        got[kind, "p99"].append(p99)
                     loads.append(load1())
                 want50, want99 = LATENCY_TARGETS[adapter]
-                for label, values, want in (("p50", p50s, want50), ("p99", p99s, want99)):
+                for label, want in (("p50", want50), ("p99", want99)):
                     fig = Figure(f"pickup {adapter} {label}", unit="ms", target=f"<= {want} ms")
-                    fig.values, fig.loads = values, loads
+                    fig.baseline_name = RAW_PICKUP[adapter]
+                    fig.values = got["varmq", label]
+                    fig.baselines = got["raw", label]
+                    fig.loads = loads
                     figures.append(fig)
                 section(f"latency {adapter}")
         for adapter in ("redisq", "sqliteq"):
@@ -935,7 +968,7 @@ def print_table(figures: list[Figure]) -> None:
             value += f"; {fig.note}"
         print(
             f"| {fig.name} | {value} | {fig.baseline_name or '-'} | "
-            f"{spread(fig.baselines) if fig.baselines else '-'} | {ratio} | {fig.target} | "
+            f"{spread(fig.baselines, fmt) if fig.baselines else '-'} | {ratio} | {fig.target} | "
             f"{met} | {spread(fig.loads, '.2f')} |"
         )
 
