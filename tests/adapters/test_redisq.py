@@ -411,14 +411,18 @@ def test_warnings_and_errors_name_redis_without_the_password(
 ) -> None:
     queues = redisq.new(f"redis://:secret@127.0.0.1:{_unused_port()}/0")
     try:
-        with caplog.at_level("WARNING", logger="redisq"):
-            q = queues.new_queue("q")
-            assert q.enqueue(b"a") is False
+        with (
+            caplog.at_level("WARNING", logger="redisq"),
+            pytest.raises(redisq.RedisUnavailableError) as unreachable,
+        ):
+            queues.new_queue("q")
+        assert isinstance(unreachable.value.__cause__, redis.ConnectionError)
         with pytest.raises(ValueError) as caught:
-            q.set_capacity(-1)
+            queues.new_queue("q", visibility_timeout=-1)
     finally:
         queues.close()
-    said = [record.getMessage() for record in caplog.records] + [str(caught.value)]
+    said = [record.getMessage() for record in caplog.records]
+    said += [str(unreachable.value), str(caught.value)]
     assert all(queues.location in line and "secret" not in line for line in said), said
 
 
