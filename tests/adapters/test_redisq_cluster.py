@@ -37,7 +37,7 @@ def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
 class TestRedisqOnClusterConformance(QueueConformance):
     """redisq through ``redis.cluster.RedisCluster`` on three nodes; a client per test."""
 
-    # What redisq implements today: see CLAIMED (release() and topics() are not there yet).
+    # What redisq implements today: see CLAIMED (topics() and job records are not there yet).
     extensions = CLAIMED
 
     @pytest.fixture(autouse=True)
