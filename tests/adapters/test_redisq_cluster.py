@@ -8,13 +8,16 @@ was not handed, or keys of two slots, would fail here with CROSSSLOT.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
+from redis.exceptions import RedisClusterException, RedisError
 
+import redisq
 from redisq.keys import queue_keys
 from tests.adapters.test_redisq_conformance import CLAIMED, redisq_harness
 from tests.support.redis_server import RedisClusterNodes
@@ -98,3 +101,37 @@ def test_queues_used_together_land_on_at_least_two_different_nodes(
     finally:
         harness.close()
         client.close()
+
+
+def test_a_frozen_or_stopped_cluster_raises_redis_unavailable_caused_by_the_cluster_error() -> None:
+    cluster = RedisClusterNodes(1)
+    cluster.start()
+    client = RedisCluster(
+        host="127.0.0.1", port=cluster.ports[0], socket_timeout=0.5, socket_connect_timeout=0.5
+    )
+    try:
+        with redisq.new(client) as queues:
+            q = queues.new_distributed_queue("cluster-outage")
+            assert q.enqueue(b"before")
+            node = cluster.nodes[0]
+            node.freeze()
+            started = time.monotonic()
+            try:
+                with pytest.raises(
+                    redisq.RedisUnavailableError, match="enqueue on queue"
+                ) as frozen:
+                    q.enqueue(b"during")
+            finally:
+                node.thaw()
+            took = time.monotonic() - started
+            assert isinstance(frozen.value.__cause__, (RedisClusterException, RedisError))
+            assert took < 5.0, took
+            assert q.values()[0] == b"before"
+            node.stop()
+            with pytest.raises(redisq.RedisUnavailableError, match="take on queue") as stopped:
+                q.dequeue_batch_with_attempts(1)
+            assert isinstance(stopped.value.__cause__, (RedisClusterException, RedisError))
+            print(f"\nfrozen one-node cluster (socket timeout 0.5 s): raised after {took:.2f} s")
+    finally:
+        client.close()
+        cluster.close()

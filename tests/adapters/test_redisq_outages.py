@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import fakeredis
 import pytest
+import redis
 
 import redisq
 from redisq.pubsub import Listener
@@ -350,3 +351,21 @@ def test_connection_options_with_a_client_passed_in_are_refused_naming_them() ->
     client = fakeredis.FakeRedis()
     with pytest.raises(ValueError, match="socket_timeout, retries apply to a client redisq"):
         redisq.new(client, socket_timeout=1.0, retries=0)
+
+
+def test_a_full_redis_with_noeviction_refuses_an_enqueue_loudly_and_keeps_every_job() -> None:
+    server = RedisServer(extra_args=("--maxmemory", "4mb", "--maxmemory-policy", "noeviction"))
+    server.start()
+    try:
+        with redisq.new(server.url) as queues:
+            q = queues.new_queue("full")
+            payload = b"x" * 256 * 1024
+            stored = 0
+            with pytest.raises(redisq.RedisUnavailableError, match="refused") as refused:
+                for _ in range(64):  # 16 MB: far beyond the limit
+                    assert q.enqueue(payload)
+                    stored += 1
+            assert isinstance(refused.value.__cause__, redis.exceptions.OutOfMemoryError)
+            assert stored > 0 and len(q) == stored  # every job stored before is still there
+    finally:
+        server.close()
