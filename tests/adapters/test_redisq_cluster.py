@@ -8,6 +8,7 @@ was not handed, or keys of two slots, would fail here with CROSSSLOT.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 
@@ -19,10 +20,18 @@ from redis.exceptions import RedisClusterException, RedisError
 
 import redisq
 from redisq.keys import queue_keys
-from tests.adapters.test_redisq_conformance import CLAIMED, redisq_harness
+from tests.adapters.test_redisq_conformance import (
+    CLAIMED,
+    OUTAGE_SOCKET_TIMEOUT,
+    redisq_harness,
+)
 from tests.support.redis_server import RedisClusterNodes
 from varmq.testing import QueuesHarness
 from varmq.testing.conformance import QueueConformance
+
+# RedisCluster tries a timed-out command twice, so a call during an outage takes about twice
+# OUTAGE_SOCKET_TIMEOUT; the suite makes at most two calls per outage.
+CLUSTER_PAUSE_SECONDS = 2.5
 
 
 def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
@@ -45,12 +54,32 @@ class TestRedisqOnClusterConformance(QueueConformance):
 
     @pytest.fixture(autouse=True)
     def _client(self, redis_cluster: RedisClusterNodes) -> Iterator[None]:
-        self.client = RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+        # Short timeouts, so that a call during an outage raises well within the pause.
+        self.client = RedisCluster(
+            host="127.0.0.1",
+            port=redis_cluster.ports[0],
+            socket_timeout=OUTAGE_SOCKET_TIMEOUT,
+            socket_connect_timeout=OUTAGE_SOCKET_TIMEOUT,
+        )
+        self.admins = [redis.Redis(host="127.0.0.1", port=port) for port in redis_cluster.ports]
         yield
         self.client.close()  # after the harness closed its queues
+        for admin in self.admins:
+            admin.close()
 
     def make_harness(self) -> QueuesHarness:
-        return redisq_harness(self.client)
+        return redisq_harness(self.client, outage=self._pause_nodes)
+
+    @contextlib.contextmanager
+    def _pause_nodes(self) -> Iterator[None]:
+        """Every node paused (CLIENT PAUSE ALL) for CLUSTER_PAUSE_SECONDS."""
+        for admin in self.admins:
+            admin.execute_command("CLIENT", "PAUSE", round(CLUSTER_PAUSE_SECONDS * 1000), "ALL")
+        try:
+            yield
+        finally:
+            for admin in self.admins:
+                admin.ping()  # held until that node's pause is over
 
 
 def test_cluster_has_three_nodes_each_owning_a_third_of_the_slots(
