@@ -4,28 +4,37 @@
 checking that Redis answers), which opens FIFO, priority and
 distributed queues. They implement the varmq storage protocols structurally (this package does
 not import varmq): leased takes with fencing ack ids, batch takes and acks, dedup by job id,
-lease renewal, and "enqueued" notifications for distributed queues. All Redis logic is in
+lease renewal, releases, and "enqueued" notifications for distributed queues. A call Redis does
+not answer raises :class:`RedisUnavailableError` within bounded timeouts; Redis that may evict
+keys is refused (:class:`EvictionPolicyError`). All Redis logic is in
 ``queue.lua``; key names are built in :mod:`redisq.keys`; everything works on Redis Cluster.
 """
 
 from redisq.checks import DeadLetterRecord, QueueOptions, QueueStats
 from redisq.distributed import DistributedPriorityQueue, DistributedQueue
+from redisq.errors import EvictionPolicyError, RedisUnavailableError
 from redisq.queue import PriorityQueue, Queue
 from redisq.queues import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_RETRIES,
+    DEFAULT_SOCKET_TIMEOUT,
     URL_SCHEMES,
     QueueKindError,
     Queues,
-    RedisUnavailableError,
     UnknownQueueError,
     new,
     open_url,
 )
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_RETRIES",
+    "DEFAULT_SOCKET_TIMEOUT",
     "URL_SCHEMES",
     "DeadLetterRecord",
     "DistributedPriorityQueue",
     "DistributedQueue",
+    "EvictionPolicyError",
     "PriorityQueue",
     "Queue",
     "QueueKindError",

@@ -35,14 +35,23 @@ class _Notifying(_StoredQueue):
     def subscribe(self, callback: Callable[[str], None]) -> None:
         """Call ``callback("enqueued")`` whenever any process adds a job to this queue.
 
-        Lossy like Redis pub/sub; after a reconnect every callback is called once. Ignored once
-        the queue is closed.
+        Returns once Redis confirmed the subscription. Lossy like Redis pub/sub; after a
+        reconnect every callback is called once. Raises
+        :class:`~redisq.errors.RedisUnavailableError` (and keeps nothing subscribed) when Redis
+        cannot be reached within a connect and a reply timeout. Ignored once the queue is
+        closed.
         """
         with self._subscribers_lock:
             if self._closed:
                 return
             self._subscribers.append(callback)
-        self._listener.subscribe(self._keys.channel, callback)
+        failure = self._listener.subscribe(self._keys.channel, callback)
+        if failure is None:
+            return
+        with self._subscribers_lock:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+        raise self._runner.health.failed(self._name, "subscribe", failure) from failure
 
     def close(self) -> None:
         """Refuse further enqueues and takes and stop notifying this queue's subscribers."""

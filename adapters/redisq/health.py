@@ -1,8 +1,10 @@
-"""Warn once per condition: how redisq reports a Redis it cannot reach.
+"""Warn once per condition, and build the error: how redisq reports a Redis it cannot reach.
 
-Queue methods never raise Redis errors; they return their "nothing" value and report here. The
-first failure of a kind logs one warning on the ``redisq`` logger; repeats are silent; the next
-success logs that Redis answers again and re-arms the warnings. No I/O here besides logging.
+A queue method whose call fails reports here and raises the
+:class:`~redisq.errors.RedisUnavailableError` :meth:`Health.failed` returns. The first failure
+of a kind also logs one warning on the ``redisq`` logger; repeats are silent (each call still
+raises); the next success logs that Redis answers again and re-arms the warnings. No I/O here
+besides logging.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import logging
 import threading
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from redisq.errors import RedisUnavailableError
 
 __all__ = ["Health", "logger"]
 
@@ -39,30 +44,35 @@ class Health:
         """The server these messages name."""
         return self._where
 
-    def failed(self, queue: str, operation: str, exc: BaseException) -> None:
+    def failed(self, queue: str, operation: str, exc: BaseException) -> RedisUnavailableError:
         """Record that ``operation`` on ``queue`` failed with ``exc``; warn if it is new.
 
-        ``queue`` is ``""`` for the pub/sub listener, which serves every queue.
+        Returns the error the caller raises (``raise health.failed(...) from exc``): it names
+        the operation, the queue and the server. ``queue`` is ``""`` for calls that concern no
+        one queue (the pub/sub listener, the registry, the eviction check).
         """
-        if isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError)):
+        subject = f"{operation} on queue {queue!r}" if queue else operation
+        cause = f"{type(exc).__name__}: {exc}"
+        if isinstance(
+            exc, (RedisConnectionError, RedisTimeoutError, RedisClusterException, OSError)
+        ):
             condition: tuple[str, ...] = ("unreachable",)
+            error = f"redisq: {subject}: Redis at {self._where} is unreachable ({cause})"
             message = (
-                f"redisq: Redis at {self._where} is unreachable ({type(exc).__name__}: {exc}); "
-                "queue calls return empty results until it answers again"
+                f"redisq: Redis at {self._where} is unreachable ({cause}); queue calls raise "
+                "RedisUnavailableError until it answers again"
             )
         else:
             condition = ("error", queue, operation, type(exc).__name__)
-            subject = f"queue {queue!r}" if queue else "listener"
-            message = (
-                f"redisq: {subject}: Redis at {self._where} refused {operation} "
-                f"({type(exc).__name__}: {exc})"
-            )
+            error = f"redisq: {subject}: Redis at {self._where} refused it ({cause})"
+            message = error
         with self._lock:
             self._failing = True
-            if condition in self._active:
-                return
+            new = condition not in self._active
             self._active.add(condition)
-        logger.warning(message)
+        if new:
+            logger.warning(message)
+        return RedisUnavailableError(error)
 
     def ok(self) -> None:
         """Record a success; after failures, say once that Redis answers again."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
+from redisq.errors import FAILURES
 from redisq.health import Health
 
 if TYPE_CHECKING:
@@ -40,9 +41,10 @@ _MAX_BACKOFF_SECONDS = 1.0
 class Listener:
     """Reads every channel the distributed queues of one ``Queues`` subscribed to."""
 
-    def __init__(self, client: Client, health: Health) -> None:
+    def __init__(self, client: Client, health: Health, confirm_seconds: float = 3.0) -> None:
         self._client = client
         self._health = health
+        self._confirm_seconds = confirm_seconds
         # Protects _callbacks, _confirmed, _ever_confirmed, _down and confirmations; the
         # condition wakes subscribe() and tests waiting for a (re)subscription.
         # Invariant: _confirmed holds only channels of _callbacks the server confirmed on the
@@ -53,26 +55,50 @@ class Listener:
         self._confirmed: set[str] = set()
         self._ever_confirmed: set[str] = set()
         self._down = False
+        # Failed attempts to reach Redis so far, and the last one's exception: subscribe()
+        # gives up at the first failure after it registered its callback.
+        self._failures = 0
+        self._last_failure: BaseException | None = None
         # Subscriptions the server confirmed so far, re-subscriptions included: grows after
         # every reconnect, which is what tests wait for.
         self.confirmations = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def subscribe(self, channel: str, callback: Callback, timeout: float = 2.0) -> None:
+    def subscribe(self, channel: str, callback: Callback) -> BaseException | None:
         """Call ``callback`` with each message on ``channel``.
 
-        Returns once the server confirmed the subscription (so an enqueue made afterwards is
-        heard), or at once while Redis is unreachable, or after ``timeout`` seconds.
+        Returns ``None`` once the server confirmed the subscription (so an enqueue made
+        afterwards is heard). When the next attempt to reach Redis fails, or nothing is
+        confirmed within the listener's confirm time (a connect and a reply), the callback is
+        dropped again and the failure is returned (the caller raises); the thread keeps
+        serving the other subscriptions and reconnects on its own.
         """
         with self._changed:
             if self._stop.is_set():
-                return
+                return None
             self._callbacks.setdefault(channel, []).append(callback)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="redisq:pubsub", daemon=True)
                 self._thread.start()
-            self._changed.wait_for(lambda: channel in self._confirmed or self._down, timeout)
+            failures = self._failures
+            confirmed = self._changed.wait_for(
+                lambda: (
+                    channel in self._confirmed or self._failures > failures or self._stop.is_set()
+                ),
+                self._confirm_seconds,
+            )
+            if channel in self._confirmed or self._stop.is_set():
+                return None
+            failure: BaseException = (
+                self._last_failure
+                if confirmed and self._last_failure is not None
+                else TimeoutError(
+                    f"no confirmation of the subscription within {self._confirm_seconds:g} s"
+                )
+            )
+        self.unsubscribe(channel, callback)
+        return failure
 
     def unsubscribe(self, channel: str, callback: Callback) -> None:
         """Stop calling ``callback`` for ``channel``; unknown pairs are ignored."""
@@ -132,13 +158,15 @@ class Listener:
                 backoff = _READ_SECONDS
                 if message is not None:
                     self._handle(message)
-            except (RedisError, OSError) as exc:
+            except FAILURES as exc:
                 self._health.failed("", "pub/sub", exc)
                 _close_quietly(pubsub)
                 pubsub = None
                 with self._changed:
                     self._confirmed.clear()
                     self._down = True
+                    self._failures += 1
+                    self._last_failure = exc
                     self._changed.notify_all()
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF_SECONDS)

@@ -82,6 +82,10 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
   extend   ARGV[3] lease length ms, ARGV[4] lease token -> 1 renewed, 0 unknown or expired
   nack     ARGV[3] lease token, ARGV[4] delay ms (n; <= 0 = available now),
            ARGV[5] channel ("" = do not publish)        -> 1 released, 0 unknown or expired
+  release  ARGV[3] lease token, ARGV[4] channel ("" = do not publish)
+                                                        -> 1 given back (same job id, so same
+                                                           place in line; available now;
+                                                           attempts - 1), 0 unknown or expired
   dead_letter ARGV[3] lease token, ARGV[4] error text, ARGV[5] dead-letter limit (n),
            ARGV[6] dead-letter max age ms (n)           -> 1 moved to the shelf, 0 unknown or
                                                            expired. Then drops up to 100 dead
@@ -412,6 +416,25 @@ elseif command == 'nack' then
     if channel ~= '' then
       redis.call('PUBLISH', channel, 'enqueued')
     end
+  end
+  return 1
+
+elseif command == 'release' then
+  local id = release(ARGV[3], now_ms())
+  if not id then
+    return 0
+  end
+  if redis.call('HEXISTS', K_PAYLOADS, id) == 0 then
+    forget(id)
+    return 1
+  end
+  -- This delivery does not count: the next take reports the same attempt again.
+  if redis.call('HINCRBY', K_ATTEMPTS, id, -1) <= 0 then
+    redis.call('HDEL', K_ATTEMPTS, id)
+  end
+  redis.call('ZADD', K_READY, priority_of(id), id)
+  if ARGV[4] ~= '' then
+    redis.call('PUBLISH', ARGV[4], 'enqueued')
   end
   return 1
 

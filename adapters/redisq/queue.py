@@ -1,10 +1,14 @@
 """Queue objects of redisq: FIFO and priority queues stored in Redis, with leased takes.
 
 Each method is one call of ``queue.lua`` (see its header for the key layout and invariant), so
-every method is atomic on the server and safe from any thread. Methods never raise Redis errors:
-they return ``False`` / ``None`` / ``[]`` / ``0`` and the failure is logged once (``redisq``
-logger). Bad arguments do raise, before anything reaches Redis, by the rules of
-:mod:`redisq.checks`. The distributed variants live in :mod:`redisq.distributed`.
+every method is atomic on the server and safe from any thread. A method whose call Redis does
+not answer raises :class:`~redisq.errors.RedisUnavailableError` (a ``ConnectionError``) within
+the client's timeouts, so that ``False`` / ``None`` / ``[]`` / ``0`` are always Redis's own
+answer ("refused or fenced", "nothing to take", "nothing waits"); the first failure of an outage
+is also logged once (``redisq`` logger). After ``Queues.close()`` nothing reaches Redis and the
+methods return those "nothing" values. Bad arguments raise ``TypeError``/``ValueError``, before
+anything reaches Redis, by the rules of :mod:`redisq.checks`. The distributed variants live in
+:mod:`redisq.distributed`.
 """
 
 from __future__ import annotations
@@ -85,7 +89,8 @@ class _StoredQueue:
         return self._lease_seconds
 
     def stored_kind(self) -> str | None:
-        """The kind stored for this name, recorded now if the queue is new; ``None`` on error."""
+        """The kind stored for this name, recorded now if the queue is new; ``None`` once
+        ``Queues`` is closed."""
         result = self._run("open", self.KIND)
         if result is FAILED:
             return None
@@ -257,6 +262,20 @@ class _StoredQueue:
         result = self._run("nack", ack_id, wait_ms, self._channel)
         return result is not FAILED and bool(result)
 
+    def release(self, ack_id: str) -> bool:
+        """Give back the job leased under ``ack_id``, never started, available again at once.
+
+        In one script call: the job goes back to its own place in line (same priority, same
+        job id, as when a lease expires), its delivery count drops by one (the next take
+        reports the same attempt again), and a distributed queue publishes "enqueued".
+        ``False`` when the lease is unknown, expired or taken over. Works after :meth:`close`,
+        like :meth:`acknowledge`.
+        """
+        if not isinstance(ack_id, str):
+            return False
+        result = self._run("release", ack_id, self._channel)
+        return result is not FAILED and bool(result)
+
     # -- dead letters --------------------------------------------------------------------
 
     def dead_letter(self, ack_id: str, error: str) -> bool:
@@ -340,7 +359,8 @@ class _StoredQueue:
         """Counts from Redis, in one call: ``waiting``, ``in_flight``, ``delayed``, ``dead``,
         ``oldest_age`` (seconds since the oldest waiting job became available; 0.0 if none).
 
-        All zeros when Redis cannot be reached.
+        All zeros once ``Queues`` is closed; raises ``RedisUnavailableError`` while Redis
+        cannot answer, never made-up zeros.
         """
         result = self._run("stats")
         if result is FAILED:

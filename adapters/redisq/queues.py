@@ -3,19 +3,23 @@ on it, closing them."""
 
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.cluster import RedisCluster
-from redis.exceptions import RedisError
+from redis.exceptions import ResponseError
 from redis.retry import Retry
 
 from redisq.checks import QueueOptions, check_name, queue_settings
 from redisq.distributed import DistributedPriorityQueue, DistributedQueue
+from redisq.errors import FAILURES, EvictionPolicyError, RedisUnavailableError
 from redisq.health import Health
 from redisq.keys import REGISTRY
 from redisq.location import describe, redact
@@ -27,7 +31,11 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_RETRIES",
+    "DEFAULT_SOCKET_TIMEOUT",
     "URL_SCHEMES",
+    "EvictionPolicyError",
     "QueueKindError",
     "Queues",
     "RedisUnavailableError",
@@ -40,19 +48,64 @@ URL_SCHEMES = ("redis", "rediss", "unix")
 """The URL schemes :func:`new` and :func:`open_url` take."""
 
 
-# For clients redisq creates: fail fast when Redis is down, and retry a command twice, briefly,
-# so a pooled connection that died with a Redis restart is replaced without an error. A retried
-# call whose first attempt did reach Redis can store an enqueue twice (enqueue_dedup cannot)
-# or report an ack as False although it was done; at-least-once delivery allows both.
-def _client_options() -> dict[str, object]:
-    return {
-        "socket_connect_timeout": 5.0,
-        "socket_timeout": 30.0,
-        "retry": Retry(ExponentialBackoff(cap=0.25, base=0.02), retries=2),
-    }
+# For clients redisq creates: a call with Redis gone or frozen raises within a bounded time
+# (docs/redisq.md, "Errors and timeouts"), and a command is retried once, briefly, so that a
+# pooled connection that died with a Redis restart is replaced without an error. A retried call
+# whose first attempt did reach Redis can store an enqueue twice (enqueue_dedup cannot) or
+# report an ack as False although it was done; at-least-once delivery allows both.
+DEFAULT_CONNECT_TIMEOUT: Final = 1.0
+"""Seconds to open a connection (``socket_connect_timeout``)."""
+DEFAULT_SOCKET_TIMEOUT: Final = 2.0
+"""Seconds to wait for one reply (``socket_timeout``)."""
+DEFAULT_RETRIES: Final = 1
+"""Retries of a command that failed on its connection (``retries``)."""
+MAX_TIMEOUT: Final = 3600.0
+MAX_RETRIES: Final = 10
+_BACKOFF = {"cap": 0.25, "base": 0.02}
+
+
+def _seconds(option: str, value: object) -> float:
+    problem = f"redisq: {option}={value!r}; expected seconds > 0, at most {MAX_TIMEOUT:g}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(problem)
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise ValueError(problem)
+    return float(value)
+
+
+def _retries(value: object) -> int:
+    problem = f"redisq: retries={value!r}; expected an int from 0 to {MAX_RETRIES}"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(problem)
+    if not 0 <= value <= MAX_RETRIES:
+        raise ValueError(problem)
+    return value
+
+
+@dataclass(frozen=True)
+class _Connection:
+    """The checked connection options of a URL client."""
+
+    connect_timeout: float
+    socket_timeout: float
+    retries: int
+
+    def client_options(self) -> dict[str, object]:
+        return {
+            "socket_connect_timeout": self.connect_timeout,
+            "socket_timeout": self.socket_timeout,
+            "retry": Retry(ExponentialBackoff(**_BACKOFF), retries=self.retries),
+        }
+
+    @property
+    def subscribe_seconds(self) -> float:
+        """How long ``subscribe`` waits for the server to confirm: one connect, one reply."""
+        return self.connect_timeout + self.socket_timeout
 
 
 _Q = TypeVar("_Q", bound=_StoredQueue)
+_T = TypeVar("_T")
+logger = logging.getLogger("redisq")
 
 
 class QueueKindError(ValueError):
@@ -63,11 +116,15 @@ class UnknownQueueError(LookupError):
     """``Queues.open_queue`` was given a name no ``Queues`` ever created in this Redis."""
 
 
-class RedisUnavailableError(ConnectionError):
-    """:func:`open_url` could not reach Redis, or Redis refused the credentials."""
-
-
-def new(url_or_client: str | Client, *, clock: Callable[[], int] | None = None) -> Queues:
+def new(
+    url_or_client: str | Client,
+    *,
+    clock: Callable[[], int] | None = None,
+    socket_connect_timeout: float | None = None,
+    socket_timeout: float | None = None,
+    retries: int | None = None,
+    check_eviction: bool = True,
+) -> Queues:
     """Connect to Redis and return the factory of its queues.
 
     ``url_or_client`` is a ``redis://``, ``rediss://`` or ``unix://`` URL (user, password, db
@@ -76,7 +133,33 @@ def new(url_or_client: str | Client, *, clock: Callable[[], int] | None = None) 
     stays open after :meth:`Queues.close`. ``clock`` returns the time in integer milliseconds
     for lease deadlines; by default the Redis server's clock is used, so that hosts whose
     clocks disagree still agree on when a lease expires.
+
+    For a URL, ``socket_connect_timeout`` (default 1 s), ``socket_timeout`` (default 2 s) and
+    ``retries`` (default 1) bound how long a call can block before it raises
+    :class:`RedisUnavailableError` (a query parameter of the same name in the URL wins); a
+    client passed in keeps its own, and giving them with one raises ``ValueError``.
+    ``check_eviction``: the first queue opened checks that Redis never evicts keys (see
+    :class:`EvictionPolicyError`); ``False`` skips that, for a managed Redis that refuses
+    ``CONFIG GET`` (logged as a warning).
     """
+    if not isinstance(check_eviction, bool):
+        raise TypeError(f"redisq: check_eviction={check_eviction!r}; expected True or False")
+    given = {
+        name: value
+        for name, value in (
+            ("socket_connect_timeout", socket_connect_timeout),
+            ("socket_timeout", socket_timeout),
+            ("retries", retries),
+        )
+        if value is not None
+    }
+    connection = _Connection(
+        _seconds(
+            "socket_connect_timeout", given.get("socket_connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+        ),
+        _seconds("socket_timeout", given.get("socket_timeout", DEFAULT_SOCKET_TIMEOUT)),
+        _retries(given.get("retries", DEFAULT_RETRIES)),
+    )
     if isinstance(url_or_client, str):
         where = redact(url_or_client)
         if urlsplit(url_or_client).scheme not in URL_SCHEMES:
@@ -84,41 +167,80 @@ def new(url_or_client: str | Client, *, clock: Callable[[], int] | None = None) 
                 f"redisq: cannot connect to {where!r}: the URL must start with redis://, "
                 "rediss:// or unix://"
             )
-        client: Client = redis.Redis.from_url(url_or_client, **_client_options())
-        return Queues(client, owns_client=True, where=where, clock=clock)
+        client: Client = redis.Redis.from_url(url_or_client, **connection.client_options())
+        return Queues(
+            client,
+            owns_client=True,
+            where=where,
+            clock=clock,
+            subscribe_seconds=connection.subscribe_seconds,
+            check_eviction=check_eviction,
+        )
     if not isinstance(url_or_client, (redis.Redis, RedisCluster)):
         raise TypeError(
             "redisq.new() takes a redis:// URL, a redis.Redis or a redis.cluster.RedisCluster, "
             f"not {type(url_or_client).__name__}"
+        )
+    if given:
+        raise ValueError(
+            f"redisq: {', '.join(given)} apply to a client redisq creates from a URL; set them "
+            "on the redis.Redis or RedisCluster you pass in"
         )
     if url_or_client.get_encoder().decode_responses:
         raise ValueError(
             "redisq: the Redis client decodes responses to str; job payloads are bytes, so "
             "create it with decode_responses=False"
         )
-    return Queues(url_or_client, owns_client=False, where=describe(url_or_client), clock=clock)
+    return Queues(
+        url_or_client,
+        owns_client=False,
+        where=describe(url_or_client),
+        clock=clock,
+        subscribe_seconds=DEFAULT_CONNECT_TIMEOUT + DEFAULT_SOCKET_TIMEOUT,
+        check_eviction=check_eviction,
+    )
 
 
-def open_url(url: str) -> Queues:
+def open_url(
+    url: str,
+    *,
+    socket_connect_timeout: float | None = None,
+    socket_timeout: float | None = None,
+    retries: int | None = None,
+    check_eviction: bool = True,
+) -> Queues:
     """Like :func:`new` with a URL, but check at once that Redis answers, for operator tools.
 
-    Sends a PING; raises :class:`RedisUnavailableError` (a ``ConnectionError``) naming the URL
-    without its password when Redis cannot be reached or refuses the credentials, and
-    ``ValueError`` for a URL that is not a Redis URL.
+    Sends a PING, then checks the eviction policy (unless ``check_eviction=False``); raises
+    :class:`RedisUnavailableError` (a ``ConnectionError``) naming the URL without its password
+    when Redis cannot be reached or refuses the credentials, :class:`EvictionPolicyError` when
+    Redis may evict keys, and ``ValueError`` for a URL that is not a Redis URL. The keyword
+    options are those of :func:`new`.
     """
-    queues = new(url)
+    queues = new(
+        url,
+        socket_connect_timeout=socket_connect_timeout,
+        socket_timeout=socket_timeout,
+        retries=retries,
+        check_eviction=check_eviction,
+    )
     try:
         queues._client.ping()
     except redis.AuthenticationError as exc:
         queues.close()
         raise RedisUnavailableError(
             f"redisq: Redis at {queues.location} refused the credentials ({exc})"
-        ) from None
-    except (RedisError, OSError) as exc:
+        ) from exc
+    except FAILURES as exc:
         queues.close()
         raise RedisUnavailableError(
-            f"redisq: Redis at {queues.location} is unreachable ({type(exc).__name__}: {exc})"
-        ) from None
+            f"redisq: ping: Redis at {queues.location} is unreachable ({type(exc).__name__}: {exc})"
+        ) from exc
+    try:
+        queues._check_eviction()
+    except BaseException:
+        queues.close()
+        raise
     return queues
 
 
@@ -126,13 +248,29 @@ class Queues:
     """Opens queues on one Redis connection; :meth:`close` closes them and what it opened."""
 
     def __init__(
-        self, client: Client, *, owns_client: bool, where: str, clock: Callable[[], int] | None
+        self,
+        client: Client,
+        *,
+        owns_client: bool,
+        where: str,
+        clock: Callable[[], int] | None,
+        subscribe_seconds: float = DEFAULT_CONNECT_TIMEOUT + DEFAULT_SOCKET_TIMEOUT,
+        check_eviction: bool = True,
     ) -> None:
         self._client = client
         self._owns_client = owns_client
         self._health = Health(where)
         self._runner = ScriptRunner(client, self._health, clock)
-        self._listener = Listener(client, self._health)
+        self._listener = Listener(client, self._health, subscribe_seconds)
+        # Set once the eviction policy was checked (or the check is off); read without the
+        # lock: two threads opening the first queues at once both check, which is harmless.
+        self._eviction_checked = not check_eviction
+        if not check_eviction:
+            logger.warning(
+                "redisq: check_eviction=False: not checking that Redis at %s never evicts "
+                "keys; with a maxmemory-policy other than noeviction it can drop jobs",
+                where,
+            )
         # Protects _queues and _closed: every queue opened here, closed together by close().
         self._lock = threading.Lock()
         self._queues: list[_StoredQueue] = []
@@ -179,9 +317,10 @@ class Queues:
         """``(name, kind)`` of every queue ever opened in this Redis, sorted by name.
 
         ``kind`` is ``"fifo"`` or ``"priority"``. Read from one registry key (``redisq:queues``)
-        written when a queue is opened; ``RedisError`` when Redis cannot be reached.
+        written when a queue is opened; :class:`RedisUnavailableError` when Redis cannot be
+        reached.
         """
-        stored = self._client.hgetall(REGISTRY)
+        stored = self._call("list_queues", "", lambda: self._client.hgetall(REGISTRY))
         return sorted((_decode(name), _decode(kind)) for name, kind in stored.items())
 
     def open_queue(
@@ -192,7 +331,8 @@ class Queues:
         ``options`` are those of :meth:`new_queue`. Raises :class:`UnknownQueueError` naming
         the queue when no queue of that name was ever opened in this Redis.
         """
-        kind = self._client.hget(REGISTRY, check_name(f"redisq: {self.location}", name))
+        check_name(f"redisq: {self.location}", name)
+        kind = self._call("open_queue", name, lambda: self._client.hget(REGISTRY, name))
         if kind is None:
             raise UnknownQueueError(
                 f"redisq: no queue named {name!r} in {self.location}; "
@@ -229,26 +369,91 @@ class Queues:
             if self._closed:
                 raise RuntimeError(f"redisq: cannot open queue {name!r}: Queues is closed")
             self._queues.append(queue)
-        kind = queue.stored_kind()
-        # None: Redis is unreachable (already logged); every enqueue checks the kind again.
+        try:
+            self._check_eviction()
+            kind = queue.stored_kind()
+            if kind is not None and kind == queue.KIND:
+                self._register(name, kind)
+        except BaseException:
+            with self._lock:
+                self._forget(queue)
+            raise
+        # None: Queues was closed meanwhile; every enqueue checks the kind again anyway.
         if kind is not None and kind != queue.KIND:
             with self._lock:
-                self._queues.remove(queue)
+                self._forget(queue)
             opener = "new_priority_queue" if kind == PRIORITY else "new_queue"
             raise QueueKindError(
                 f"redisq: queue {name!r} exists as a {kind} queue, not {queue.KIND}; "
                 f"open it with {opener}() (or the distributed variant) or use another name"
             )
-        if kind is not None:
-            self._register(name, kind)
         return queue
 
+    def _forget(self, queue: _StoredQueue) -> None:
+        if queue in self._queues:
+            self._queues.remove(queue)
+
     def _register(self, name: str, kind: str) -> None:
-        """Record the queue in the registry for list_queues(); a failure is only logged."""
+        """Record the queue in the registry for list_queues() (idempotent)."""
+        self._call("register", name, lambda: self._client.hsetnx(REGISTRY, name, kind))
+
+    def _call(self, operation: str, queue: str, call: Callable[[], _T]) -> _T:
+        """``call()``, a Redis command; :class:`RedisUnavailableError` when it fails."""
         try:
-            self._client.hsetnx(REGISTRY, name, kind)
-        except (RedisError, OSError) as exc:
-            self._health.failed(name, "register", exc)
+            result = call()
+        except FAILURES as exc:
+            raise self._health.failed(queue, operation, exc) from exc
+        self._health.ok()
+        return result
+
+    def _check_eviction(self) -> None:
+        """Refuse a Redis that may evict keys (once per ``Queues``), as the module says."""
+        if self._eviction_checked:
+            return
+        policies = self._eviction_policies()
+        evicting = sorted({policy for policy in policies if policy != "noeviction"})
+        if evicting:
+            raise EvictionPolicyError(
+                f"redisq: Redis at {self.location} has maxmemory-policy "
+                f"{', '.join(evicting)}: it may evict the keys of queued jobs when memory runs "
+                "short, and those jobs would vanish. Fix it on the server with "
+                "CONFIG SET maxmemory-policy noeviction (and in redis.conf), or pass "
+                "check_eviction=False if you accept that risk"
+            )
+        self._eviction_checked = True
+
+    def _eviction_policies(self) -> list[str]:
+        """``maxmemory-policy`` of the server (of every primary of a cluster)."""
+        client = self._client
+        found: list[Any]
+        try:
+            if isinstance(client, RedisCluster):
+                answers: Any = client.config_get(
+                    "maxmemory-policy", target_nodes=RedisCluster.PRIMARIES
+                )
+                found = list(answers.values()) if _per_node(answers) else [answers]
+            else:
+                found = [client.config_get("maxmemory-policy")]
+        except ResponseError as exc:
+            raise EvictionPolicyError(
+                f"redisq: Redis at {self.location} refused CONFIG GET maxmemory-policy "
+                f"({exc}), so redisq cannot check that it never evicts the keys of queued "
+                "jobs; make sure its maxmemory-policy is noeviction and pass "
+                "check_eviction=False (a managed Redis that disables CONFIG needs that)"
+            ) from exc
+        except FAILURES as exc:
+            raise self._health.failed("", "CONFIG GET maxmemory-policy", exc) from exc
+        self._health.ok()
+        policies = []
+        for answer in found:
+            value = dict(answer).get("maxmemory-policy", dict(answer).get(b"maxmemory-policy"))
+            policies.append(_decode(value) if value is not None else "noeviction")
+        return policies
+
+
+def _per_node(answers: Any) -> bool:
+    """Whether a cluster CONFIG GET answer is keyed by node (several nodes answered)."""
+    return bool(answers) and all(isinstance(value, dict) for value in answers.values())
 
 
 def _decode(value: bytes | str) -> str:

@@ -1,9 +1,12 @@
-"""The one place that runs ``queue.lua``: loads it once, calls it, and absorbs Redis errors.
+"""The one place that runs ``queue.lua``: loads it once, calls it, and turns failures loud.
 
 Every queue operation is one EVALSHA of the same script (redis-py's ``Script`` reloads it after
-NOSCRIPT, e.g. when Redis restarted). A failed call never raises to the caller: it reports to
-:class:`~redisq.health.Health` and returns :data:`FAILED`, which each queue method turns into its
-"nothing" value.
+NOSCRIPT, e.g. when Redis restarted). A call that fails (connection lost, timeout, cluster
+error, a refusal by Redis) raises :class:`~redisq.errors.RedisUnavailableError` naming the
+operation, the queue and the server, with the redis-py exception as its cause; the first
+failure of an outage is also logged once by :class:`~redisq.health.Health`. A runner whose
+``Queues`` was closed reaches nothing and returns :data:`FAILED`, which each queue method turns
+into its "nothing" value.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from typing import Any, Final, TypeAlias
 
 from redis import Redis
 from redis.cluster import RedisCluster
-from redis.exceptions import RedisError
 
+from redisq.errors import FAILURES
 from redisq.health import Health
 
 Client: TypeAlias = "Redis | RedisCluster"
@@ -26,7 +29,7 @@ SCRIPT_TEXT: Final = importlib.resources.files("redisq").joinpath("queue.lua").r
 
 
 class Failed:
-    """The type of :data:`FAILED`: a call that did not reach Redis or that Redis refused."""
+    """The type of :data:`FAILED`: a call made after ``Queues.close()``, which reaches nothing."""
 
     __slots__ = ()
 
@@ -57,14 +60,16 @@ class ScriptRunner:
         return self._health
 
     def run(self, queue: str, keys: Sequence[str], command: str, *args: bytes | str | int) -> Any:
-        """Run ``command`` of the script on ``keys``; :data:`FAILED` when that did not work."""
+        """Run ``command`` of the script on ``keys``; :data:`FAILED` once ``Queues`` is closed.
+
+        Raises :class:`~redisq.errors.RedisUnavailableError` when Redis does not answer.
+        """
         if self.closed:
             return FAILED
         now = "" if self._clock is None else str(int(self._clock()))
         try:
             result = self._script(keys=keys, args=(command, now, *args))
-        except (RedisError, OSError) as exc:
-            self._health.failed(queue, command, exc)
-            return FAILED
+        except FAILURES as exc:
+            raise self._health.failed(queue, command, exc) from exc
         self._health.ok()
         return result

@@ -4,6 +4,7 @@
     python -m tests.acceptance.actors consume STORE QUEUE LOG [CONCURRENCY]
     python -m tests.acceptance.actors consume-retry STORE QUEUE LOG
     python -m tests.acceptance.actors produce-delayed STORE QUEUE COUNT DELAY
+    python -m tests.acceptance.actors consume-slow REDIS_URL QUEUE LOG JOB_SECONDS LEASE
 
 STORE is ``sqlite:<path>`` or a ``redis://`` URL. A consumer appends ``start <id>`` to LOG when
 a job begins and ``done <id>`` when its function returned, before the acknowledgement, so a
@@ -20,6 +21,7 @@ import signal
 import sys
 import threading
 import time
+from queue import Empty
 from typing import Any
 
 import varmq
@@ -102,12 +104,67 @@ def consume_retry(store: str, queue: str, log_path: str) -> None:
     os.close(fd)
 
 
+def consume_slow(url: str, queue: str, log_path: str, job_seconds: float, lease: float) -> None:
+    """One job at a time, each ``job_seconds`` long, under a ``lease``-second visibility timeout,
+    on redisq with short timeouts (0.5 s, no retry), so that an outage of a second or two is
+    seen by every call that meets it. Logs ``start``/``done <id>``, ``err <type>: <error>`` for
+    each error the worker reports on ``errs()``, and ``log <level> <message>`` for the warnings
+    of the ``redisq`` and ``varmq`` loggers."""
+    import logging
+
+    import redisq
+
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def line(text: str) -> None:
+        os.write(fd, (text.replace("\n", " ") + "\n").encode())
+
+    class ToLog(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            line(f"log {record.levelname} {record.getMessage()}")
+
+    for name in ("redisq", "varmq"):
+        logging.getLogger(name).addHandler(ToLog(logging.WARNING))
+    queues = redisq.new(url, socket_connect_timeout=0.5, socket_timeout=0.5, retries=0)
+    source = queues.new_distributed_queue(queue, visibility_timeout=lease)
+
+    def work(job: varmq.Job[dict[str, int]]) -> None:
+        line(f"start {job.id}")
+        time.sleep(job_seconds)  # the job's work
+        line(f"done {job.id}")
+
+    worker = varmq.new_worker(work, 1, poll_interval=0.2)
+    worker.with_distributed_queue(source)
+    stop = threading.Event()
+
+    def report_errors() -> None:
+        errors = worker.errs()
+        while not stop.is_set():
+            try:
+                error = errors.get(timeout=0.1)
+            except Empty:
+                continue
+            line(f"err {type(error).__name__}: {error}")
+
+    reporter = threading.Thread(target=report_errors, daemon=True)
+    reporter.start()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    line("ready")
+    stop.wait()
+    worker.stop_and_wait()
+    reporter.join()
+    queues.close()
+    os.close(fd)
+
+
 if __name__ == "__main__":
     role, store, queue = sys.argv[1], sys.argv[2], sys.argv[3]
     if role == "produce":
         produce(store, queue, int(sys.argv[4]), int(sys.argv[5]))
     elif role == "produce-delayed":
         produce_delayed(store, queue, int(sys.argv[4]), float(sys.argv[5]))
+    elif role == "consume-slow":
+        consume_slow(store, queue, sys.argv[4], float(sys.argv[5]), float(sys.argv[6]))
     elif role == "consume-retry":
         consume_retry(store, queue, sys.argv[4])
     else:

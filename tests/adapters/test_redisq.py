@@ -7,11 +7,13 @@ here uses the Redis server's clock and short real sleeps, on purpose: it is the 
 
 from __future__ import annotations
 
+import logging
 import random
 import socket
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import fakeredis
@@ -22,6 +24,7 @@ from redis.crc import key_slot
 import redisq
 from redisq.keys import REGISTRY, queue_keys
 from redisq.location import redact
+from tests.support.redis_server import RedisServer
 
 if TYPE_CHECKING:
     from tests.adapters.conftest import Backend, MsClock
@@ -411,14 +414,18 @@ def test_warnings_and_errors_name_redis_without_the_password(
 ) -> None:
     queues = redisq.new(f"redis://:secret@127.0.0.1:{_unused_port()}/0")
     try:
-        with caplog.at_level("WARNING", logger="redisq"):
-            q = queues.new_queue("q")
-            assert q.enqueue(b"a") is False
+        with (
+            caplog.at_level("WARNING", logger="redisq"),
+            pytest.raises(redisq.RedisUnavailableError) as unreachable,
+        ):
+            queues.new_queue("q")
+        assert isinstance(unreachable.value.__cause__, redis.ConnectionError)
         with pytest.raises(ValueError) as caught:
-            q.set_capacity(-1)
+            queues.new_queue("q", visibility_timeout=-1)
     finally:
         queues.close()
-    said = [record.getMessage() for record in caplog.records] + [str(caught.value)]
+    said = [record.getMessage() for record in caplog.records]
+    said += [str(unreachable.value), str(caught.value)]
     assert all(queues.location in line and "secret" not in line for line in said), said
 
 
@@ -453,3 +460,73 @@ def test_open_url_raises_when_redis_refuses_the_credentials(redis_url: str) -> N
 def test_open_url_refuses_a_url_that_is_not_a_redis_url() -> None:
     with pytest.raises(ValueError, match="redis://, rediss:// or unix://"):
         redisq.open_url("sqlite:///jobs.db")
+
+
+# -- the eviction policy ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def evicting_server() -> Iterator[RedisServer]:
+    """A redis-server that may evict keys: ``--maxmemory-policy allkeys-lru``."""
+    server = RedisServer(extra_args=("--maxmemory-policy", "allkeys-lru"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def test_a_redis_that_may_evict_keys_is_refused_naming_the_policy_and_the_fix(
+    evicting_server: RedisServer,
+) -> None:
+    queues = redisq.new(evicting_server.url)
+    try:
+        with pytest.raises(redisq.EvictionPolicyError) as refused:
+            queues.new_distributed_queue("jobs")
+        message = str(refused.value)
+        assert "allkeys-lru" in message and queues.location in message
+        assert "CONFIG SET maxmemory-policy noeviction" in message
+        assert "check_eviction=False" in message
+        with pytest.raises(redisq.EvictionPolicyError, match="allkeys-lru"):
+            redisq.open_url(evicting_server.url)
+    finally:
+        queues.close()
+    # Nothing was stored: the queue was refused before its kind was recorded.
+    admin = redis.Redis.from_url(evicting_server.url)
+    try:
+        assert admin.dbsize() == 0
+    finally:
+        admin.close()
+
+
+def test_check_eviction_false_opens_queues_on_such_a_redis_and_warns(
+    evicting_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="redisq"):
+        queues = redisq.new(evicting_server.url, check_eviction=False)
+    try:
+        q = queues.new_queue("accepted-risk")
+        assert q.enqueue(b"job") and q.dequeue() == b"job"
+    finally:
+        queues.close()
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("check_eviction=False" in r.getMessage() for r in warnings)
+    with redisq.open_url(evicting_server.url, check_eviction=False) as checked:
+        assert checked.list_queues() == [("accepted-risk", "fifo")]
+
+
+def test_a_redis_that_refuses_config_get_is_refused_naming_the_opt_out() -> None:
+    queues = redisq.new(fakeredis.FakeRedis())  # fakeredis knows no CONFIG, like some clouds
+    try:
+        with pytest.raises(redisq.EvictionPolicyError) as refused:
+            queues.new_queue("jobs")
+    finally:
+        queues.close()
+    message = str(refused.value)
+    assert "refused CONFIG GET maxmemory-policy" in message
+    assert "check_eviction=False" in message
+
+
+def test_the_session_redis_with_noeviction_is_accepted(redis_url: str) -> None:
+    with redisq.open_url(redis_url) as queues:
+        assert queues.new_queue("noeviction-ok").enqueue(b"x")

@@ -8,18 +8,30 @@ was not handed, or keys of two slots, would fail here with CROSSSLOT.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterator
 
 import pytest
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
+from redis.exceptions import RedisClusterException, RedisError
 
+import redisq
 from redisq.keys import queue_keys
-from tests.adapters.test_redisq_conformance import CLAIMED, redisq_harness
+from tests.adapters.test_redisq_conformance import (
+    CLAIMED,
+    OUTAGE_SOCKET_TIMEOUT,
+    redisq_harness,
+)
 from tests.support.redis_server import RedisClusterNodes
 from varmq.testing import QueuesHarness
 from varmq.testing.conformance import QueueConformance
+
+# RedisCluster tries a timed-out command twice, so a call during an outage takes about twice
+# OUTAGE_SOCKET_TIMEOUT; the suite makes at most two calls per outage.
+CLUSTER_PAUSE_SECONDS = 2.5
 
 
 def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
@@ -37,17 +49,37 @@ def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
 class TestRedisqOnClusterConformance(QueueConformance):
     """redisq through ``redis.cluster.RedisCluster`` on three nodes; a client per test."""
 
-    # What redisq implements today: see CLAIMED (release() and topics() are not there yet).
+    # What redisq implements today: see CLAIMED (topics() and job records are not there yet).
     extensions = CLAIMED
 
     @pytest.fixture(autouse=True)
     def _client(self, redis_cluster: RedisClusterNodes) -> Iterator[None]:
-        self.client = RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
+        # Short timeouts, so that a call during an outage raises well within the pause.
+        self.client = RedisCluster(
+            host="127.0.0.1",
+            port=redis_cluster.ports[0],
+            socket_timeout=OUTAGE_SOCKET_TIMEOUT,
+            socket_connect_timeout=OUTAGE_SOCKET_TIMEOUT,
+        )
+        self.admins = [redis.Redis(host="127.0.0.1", port=port) for port in redis_cluster.ports]
         yield
         self.client.close()  # after the harness closed its queues
+        for admin in self.admins:
+            admin.close()
 
     def make_harness(self) -> QueuesHarness:
-        return redisq_harness(self.client)
+        return redisq_harness(self.client, outage=self._pause_nodes)
+
+    @contextlib.contextmanager
+    def _pause_nodes(self) -> Iterator[None]:
+        """Every node paused (CLIENT PAUSE ALL) for CLUSTER_PAUSE_SECONDS."""
+        for admin in self.admins:
+            admin.execute_command("CLIENT", "PAUSE", round(CLUSTER_PAUSE_SECONDS * 1000), "ALL")
+        try:
+            yield
+        finally:
+            for admin in self.admins:
+                admin.ping()  # held until that node's pause is over
 
 
 def test_cluster_has_three_nodes_each_owning_a_third_of_the_slots(
@@ -98,3 +130,37 @@ def test_queues_used_together_land_on_at_least_two_different_nodes(
     finally:
         harness.close()
         client.close()
+
+
+def test_a_frozen_or_stopped_cluster_raises_redis_unavailable_caused_by_the_cluster_error() -> None:
+    cluster = RedisClusterNodes(1)
+    cluster.start()
+    client = RedisCluster(
+        host="127.0.0.1", port=cluster.ports[0], socket_timeout=0.5, socket_connect_timeout=0.5
+    )
+    try:
+        with redisq.new(client) as queues:
+            q = queues.new_distributed_queue("cluster-outage")
+            assert q.enqueue(b"before")
+            node = cluster.nodes[0]
+            node.freeze()
+            started = time.monotonic()
+            try:
+                with pytest.raises(
+                    redisq.RedisUnavailableError, match="enqueue on queue"
+                ) as frozen:
+                    q.enqueue(b"during")
+            finally:
+                node.thaw()
+            took = time.monotonic() - started
+            assert isinstance(frozen.value.__cause__, (RedisClusterException, RedisError))
+            assert took < 5.0, took
+            assert q.values()[0] == b"before"
+            node.stop()
+            with pytest.raises(redisq.RedisUnavailableError, match="take on queue") as stopped:
+                q.dequeue_batch_with_attempts(1)
+            assert isinstance(stopped.value.__cause__, (RedisClusterException, RedisError))
+            print(f"\nfrozen one-node cluster (socket timeout 0.5 s): raised after {took:.2f} s")
+    finally:
+        client.close()
+        cluster.close()

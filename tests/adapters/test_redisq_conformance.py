@@ -1,36 +1,96 @@
-"""The storage conformance suite on redisq: on the session's redis-server and on fakeredis.
+"""The storage conformance suite on redisq: on a redis-server of its own and on fakeredis.
 
 Lease time is moved by a test clock handed to ``redisq.new(..., clock=...)``, so the suite's
-lease tests take no real time; ``test_redisq.py`` covers leases on the server's own clock.
+lease tests take no real time; ``test_redisq.py`` covers leases on the server's own clock. Both
+runs have an outage, so the suite's outage tests run: the server is paused (CLIENT PAUSE ALL)
+for the real one, the connection switched off for fakeredis.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
 import fakeredis
 import pytest
+import redis
 
 import redisq
 from redisq.script import Client
-from varmq.protocols import ILeaseReleasable, ILiveTopics, IStorageTopics
+from tests.support.redis_server import RedisServer
+from varmq.protocols import ILiveTopics, IStorageTopics
 from varmq.testing import FakeWallClock, QueuesHarness
 from varmq.testing.conformance import ALL_EXTENSIONS, RECORD_EXTENSIONS, QueueConformance
+from varmq.testing.harness import Outage
 
-# release() is not implemented by this adapter yet. TEMPORARY: neither are topics()
-# (IStorageTopics, ILiveTopics) nor job records (RECORD_EXTENSIONS: keep_results, job_record,
-# cancel, the settles with an outcome, subscribe_records); their conformance tests are left out
-# until redisq implements them.
+# TEMPORARY: topics() (IStorageTopics, ILiveTopics) and job records (RECORD_EXTENSIONS:
+# keep_results, job_record, cancel, the settles with an outcome, subscribe_records) are not
+# implemented by this adapter yet; their conformance tests are left out until redisq does.
 CLAIMED = tuple(
     e
     for e in ALL_EXTENSIONS
-    if e not in (ILeaseReleasable, IStorageTopics, ILiveTopics) and e not in RECORD_EXTENSIONS
+    if e not in (IStorageTopics, ILiveTopics) and e not in RECORD_EXTENSIONS
 )
 
+# The outage of the real-server run: CLIENT PAUSE ... ALL on a server of the class's own, so
+# commands sent meanwhile are held and, once their client timed out and hung up, dropped (a
+# SIGSTOPped server would run them when it resumes). The pause ends by itself; the harness's
+# calls, with these timeouts and no retry, raise well within it.
+PAUSE_SECONDS = 1.2
+OUTAGE_SOCKET_TIMEOUT = 0.4
 
-def redisq_harness(client: Client | str) -> QueuesHarness:
+
+def redisq_harness(
+    client: Client | str,
+    *,
+    check_eviction: bool = True,
+    outage: Outage | None = None,
+    **connection: Any,
+) -> QueuesHarness:
     """Every queue of a test on one ``redisq.Queues`` whose time moves only by ``advance``."""
     clock = FakeWallClock()
-    queues = redisq.new(client, clock=clock)
-    return QueuesHarness(lambda: queues, clock.advance)
+    queues = redisq.new(client, clock=clock, check_eviction=check_eviction, **connection)
+    return QueuesHarness(lambda: queues, clock.advance, outage=outage)
+
+
+def paused(admin: redis.Redis) -> Outage:
+    """An outage: every client of ``admin``'s server waits ``PAUSE_SECONDS``, then it answers."""
+
+    @contextlib.contextmanager
+    def outage() -> Iterator[None]:
+        admin.execute_command("CLIENT", "PAUSE", round(PAUSE_SECONDS * 1000), "ALL")
+        try:
+            yield
+        finally:
+            admin.ping()  # held until the pause is over
+
+    return outage
+
+
+def fake_outage(server: fakeredis.FakeServer) -> Outage:
+    """An outage of a fakeredis server: every command fails with a ConnectionError."""
+
+    @contextlib.contextmanager
+    def outage() -> Iterator[None]:
+        server.connected = False
+        try:
+            yield
+        finally:
+            server.connected = True
+
+    return outage
+
+
+@pytest.fixture(scope="class")
+def pausable_server() -> Iterator[RedisServer]:
+    """A redis-server for one test class, which its outages pause."""
+    server = RedisServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 class TestRedisqConformance(QueueConformance):
@@ -39,11 +99,20 @@ class TestRedisqConformance(QueueConformance):
     extensions = CLAIMED
 
     @pytest.fixture(autouse=True)
-    def _server(self, redis_url: str) -> None:
-        self.redis_url = redis_url
+    def _server(self, pausable_server: RedisServer) -> Iterator[None]:
+        self.redis_url = pausable_server.url
+        self.admin = redis.Redis.from_url(pausable_server.url)
+        yield
+        self.admin.close()
 
     def make_harness(self) -> QueuesHarness:
-        return redisq_harness(self.redis_url)
+        return redisq_harness(
+            self.redis_url,
+            outage=paused(self.admin),
+            socket_connect_timeout=OUTAGE_SOCKET_TIMEOUT,
+            socket_timeout=OUTAGE_SOCKET_TIMEOUT,
+            retries=0,
+        )
 
 
 class TestRedisqOnFakeredisConformance(QueueConformance):
@@ -52,4 +121,8 @@ class TestRedisqOnFakeredisConformance(QueueConformance):
     extensions = CLAIMED
 
     def make_harness(self) -> QueuesHarness:
-        return redisq_harness(fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+        # fakeredis has no CONFIG command, hence no eviction policy to check.
+        server = fakeredis.FakeServer()
+        return redisq_harness(
+            fakeredis.FakeRedis(server=server), check_eviction=False, outage=fake_outage(server)
+        )

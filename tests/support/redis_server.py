@@ -11,6 +11,9 @@ three of them and makes them one Redis Cluster, slots assigned from here, so tha
 scripts meet CROSSSLOT refusals and MOVED redirections as in production. A node's cluster bus
 listens on its port + 10000 (the default, which every server version knows; ``--cluster-port``
 exists only from Redis 7.0 on), so nodes get ports whose port + 10000 is free too.
+``extra_args`` go to the server's command line as they are (``--maxmemory-policy
+allkeys-lru``); :meth:`RedisServer.freeze` and :meth:`~RedisServer.thaw` suspend and resume the
+process (SIGSTOP/SIGCONT), a server that keeps its connections and answers nothing.
 Persistence is off by default (``--save "" --appendonly no``); ``appendonly=True`` turns on an
 append-only file synced on every write, so :meth:`RedisServer.restart` keeps the data, as a
 production Redis restarted mid-run would. Port 6379 is never used (a developer's own Redis may
@@ -25,6 +28,7 @@ import functools
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -207,9 +211,11 @@ class RedisServer:
         appendonly: bool = False,
         cluster: bool = False,
         binary: ServerBinary | None = None,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         self.appendonly = appendonly
         self.cluster = cluster
+        self.extra_args = extra_args
         self.binary = binary or find_redis_server()
         self.port: int | None = None
         self._dir = Path(tempfile.mkdtemp(prefix="redisq-test-"))
@@ -248,8 +254,21 @@ class RedisServer:
             f"{self.binary} did not start on port {self.port}; see {self._dir / 'redis.log'}"
         )
 
+    def freeze(self) -> None:
+        """Suspend the process (SIGSTOP): connections stay open, nothing answers, as with a
+        server stuck in a long fork or a host that stopped scheduling it."""
+        if self._process is None or self._process.poll() is not None:
+            raise RedisServerError("the test redis-server is not running")
+        os.kill(self._process.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Resume a process :meth:`freeze` suspended (SIGCONT); harmless when it runs."""
+        if self._process is not None and self._process.poll() is None:
+            os.kill(self._process.pid, signal.SIGCONT)
+
     def stop(self, *, kill: bool = False) -> None:
         """Stop the server: SIGTERM (a clean shutdown) or, with ``kill``, SIGKILL (a crash)."""
+        self.thaw()  # a frozen process would not act on SIGTERM
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
             return
@@ -290,6 +309,7 @@ class RedisServer:
                 "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", "2000",
             ]  # fmt: skip
+        args += list(self.extra_args)
         self._process = subprocess.Popen(
             args, cwd=self._dir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
