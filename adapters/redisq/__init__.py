@@ -20,12 +20,15 @@ from redisq.queues import (
     new,
     open_url,
 )
+from redisq.topics import LiveSubscription, Message, Topics, TopicsUnavailableError
 
 __all__ = [
     "URL_SCHEMES",
     "DeadLetterRecord",
     "DistributedPriorityQueue",
     "DistributedQueue",
+    "LiveSubscription",
+    "Message",
     "PriorityQueue",
     "Queue",
     "QueueKindError",
@@ -33,6 +36,8 @@ __all__ = [
     "QueueStats",
     "Queues",
     "RedisUnavailableError",
+    "Topics",
+    "TopicsUnavailableError",
     "UnknownQueueError",
     "new",
     "open_url",

@@ -593,4 +593,106 @@ elseif command == 'stats' then
   }
 end
 
+--[[
+Topics: bindings and publishing (redisq/topics.py). These commands are handed other KEYS than
+the queue commands above:
+
+  KEYS[1]  redisq:{topics}:bindings   SET     one member per binding: the JSON text
+                                              ["<pattern>","<queue>"]
+  KEYS[2]  redisq:{topics}:version    STRING  counter, bumped by every bind and unbind that
+                                              changed the bindings (absent: 0)
+  KEYS[3]  redisq:{topics}:published  STRING  counter, bumped by every publish: the sequence
+                                              number live subscribers receive, so that after a
+                                              reconnection they know how many publishes they
+                                              may have missed
+  publish only:
+  KEYS[4]  redisq:queues              HASH    the registry of queues (list_queues)
+  KEYS[5 + 6 * i .. 10 + 6 * i]       six keys of the i-th copy's queue (i from 0): its meta,
+                                      ready, payloads, dedup, job_ids and seq (KEYS[1, 2, 3, 8,
+                                      9, 10] of the queue commands above), all a copy touches
+
+  topic_bind    ARGV[3] member                          -> 1 added, 0 was there
+  topic_unbind  ARGV[3] member                          -> 1 removed, 0 was not there
+  topic_routes  (none)                                  -> {version, published, member, ...}
+  topic_announce ARGV[3] live channel, ARGV[4] message  -> {version, sequence}: bumps
+                                                           published and publishes
+                                                           "<sequence> <message>" on the live
+                                                           channel (Redis Cluster: the copies
+                                                           are stored by enqueue, one call
+                                                           per queue)
+  publish       ARGV[3] the bindings version the caller routed by, ARGV[4] live channel,
+                ARGV[5] message for live subscribers, then per copy ARGV[6 + 4 * i ..]:
+                queue name, queue channel, job id ("" = no dedup), payload (bytes)
+                                                        -> {-1, version} when the bindings
+                                                           changed since the caller read them
+                                                           (nothing stored: route again), else
+                                                           {copies stored, sequence}
+
+publish is the atomic step of "Topics" in varmq.protocols: the caller matched the name against
+the bindings of version ARGV[3] and hands over the keys of exactly the queues they route to;
+the script stores the copies only if the bindings are still that version, so the copies follow
+the bindings as they are when they land, every copy or none. A copy is stored as enqueue
+stores a job available now with priority 0 (a queue never opened becomes "fifo"), skipped as a
+dedup hit while a job with its job id is stored, and announced with "enqueued" on its queue's
+channel. Whatever was stored, the publish is announced to live subscribers.
+]]
+
+if command == 'topic_bind' or command == 'topic_unbind' then
+  local changed
+  if command == 'topic_bind' then
+    changed = redis.call('SADD', KEYS[1], ARGV[3])
+  else
+    changed = redis.call('SREM', KEYS[1], ARGV[3])
+  end
+  if changed == 1 then
+    redis.call('INCR', KEYS[2])
+  end
+  return changed
+
+elseif command == 'topic_routes' then
+  local reply = {redis.call('GET', KEYS[2]) or '0', redis.call('GET', KEYS[3]) or '0'}
+  for _, member in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+    reply[#reply + 1] = member
+  end
+  return reply
+
+elseif command == 'topic_announce' then
+  local sequence = redis.call('INCR', KEYS[3])
+  redis.call('PUBLISH', ARGV[3], sequence .. ' ' .. ARGV[4])
+  return {redis.call('GET', KEYS[2]) or '0', sequence}
+
+elseif command == 'publish' then
+  local version = redis.call('GET', KEYS[2]) or '0'
+  if version ~= ARGV[3] then
+    return {-1, version}
+  end
+  local registry = KEYS[4]
+  local now = now_ms()
+  local stored = 0
+  local base = 4
+  for a = 6, #ARGV, 4 do
+    -- The queue keys the helpers above read are chunk locals: point them at this queue.
+    K_META, K_READY, K_PAYLOADS = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
+    K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
+    base = base + 6
+    local queue, channel, job_id, payload = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+    redis.call('HSETNX', registry, queue, check_kind('fifo'))
+    if job_id == '' or not is_stored(job_id) then
+      local id = new_id(now)
+      redis.call('HSET', K_PAYLOADS, id, payload)
+      if job_id ~= '' then
+        link(job_id, id)
+      end
+      redis.call('ZADD', K_READY, 0, id)
+      redis.call('PUBLISH', channel, 'enqueued')
+      stored = stored + 1
+    end
+  end
+  local sequence = redis.call('INCR', KEYS[3])
+  if ARGV[4] ~= '' then
+    redis.call('PUBLISH', ARGV[4], sequence .. ' ' .. ARGV[5])
+  end
+  return {stored, sequence}
+end
+
 return redis.error_reply('redisq: unknown command ' .. tostring(command))

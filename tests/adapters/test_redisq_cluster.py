@@ -8,6 +8,7 @@ was not handed, or keys of two slots, would fail here with CROSSSLOT.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -16,7 +17,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from redisq.keys import queue_keys
-from tests.adapters.test_redisq_conformance import CLAIMED, redisq_harness
+from tests.adapters.test_redisq_conformance import CLAIMED, kill_live_subscribers, redisq_harness
 from tests.support.redis_server import RedisClusterNodes
 from varmq.testing import QueuesHarness
 from varmq.testing.conformance import QueueConformance
@@ -37,17 +38,30 @@ def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
 class TestRedisqOnClusterConformance(QueueConformance):
     """redisq through ``redis.cluster.RedisCluster`` on three nodes; a client per test."""
 
-    # What redisq implements today: see CLAIMED (release() and topics() are not there yet).
+    # What redisq implements today: see CLAIMED (release() is not there yet).
     extensions = CLAIMED
 
     @pytest.fixture(autouse=True)
     def _client(self, redis_cluster: RedisClusterNodes) -> Iterator[None]:
+        self.cluster = redis_cluster
         self.client = RedisCluster(host="127.0.0.1", port=redis_cluster.ports[0])
         yield
         self.client.close()  # after the harness closed its queues
 
     def make_harness(self) -> QueuesHarness:
-        return redisq_harness(self.client)
+        ports = self.cluster.ports
+
+        @contextlib.contextmanager
+        def disconnect() -> Iterator[None]:
+            nodes = [redis.Redis(host="127.0.0.1", port=port) for port in ports]
+            try:
+                kill_live_subscribers(*nodes)
+            finally:
+                for node in nodes:
+                    node.close()
+            yield
+
+        return redisq_harness(self.client, disconnect)
 
 
 def test_cluster_has_three_nodes_each_owning_a_third_of_the_slots(
