@@ -607,9 +607,11 @@ the queue commands above:
                                               may have missed
   publish only:
   KEYS[4]  redisq:queues              HASH    the registry of queues (list_queues)
-  KEYS[5 + 6 * i .. 10 + 6 * i]       six keys of the i-th copy's queue (i from 0): its meta,
-                                      ready, payloads, dedup, job_ids and seq (KEYS[1, 2, 3, 8,
-                                      9, 10] of the queue commands above), all a copy touches
+  KEYS[5 ..]                          then, per copy, the keys of its queue a copy touches:
+                                      with job ids (a publish with a message id) six, its
+                                      meta, ready, payloads, dedup, job_ids and seq (KEYS[1, 2,
+                                      3, 8, 9, 10] of the queue commands above); without, four:
+                                      meta, ready, payloads and seq
 
   topic_bind    ARGV[3] member                          -> 1 added, 0 was there
   topic_unbind  ARGV[3] member                          -> 1 removed, 0 was not there
@@ -621,8 +623,9 @@ the queue commands above:
                                                            are stored by enqueue, one call
                                                            per queue)
   publish       ARGV[3] the bindings version the caller routed by, ARGV[4] live channel,
-                ARGV[5] message for live subscribers, then per copy ARGV[6 + 4 * i ..]:
-                queue name, queue channel, job id ("" = no dedup), payload (bytes)
+                ARGV[5] topic name, ARGV[6] message id ("" = none: no dedup), ARGV[7] data
+                (JSON text), ARGV[8] job id prefix for copies without a message id, then
+                ARGV[9..] the queue names, one per copy
                                                         -> {-1, version} when the bindings
                                                            changed since the caller read them
                                                            (nothing stored: route again), else
@@ -667,31 +670,48 @@ elseif command == 'publish' then
     return {-1, version}
   end
   local registry = KEYS[4]
+  local name, message_id, data, prefix = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
   local now = now_ms()
+  local sequence = redis.call('INCR', KEYS[3])
   local stored = 0
   local base = 4
-  for a = 6, #ARGV, 4 do
+  local copies = #ARGV - 8
+  local stride = copies > 0 and (#KEYS - 4) / copies or 0
+  for i = 1, copies do
     -- The queue keys the helpers above read are chunk locals: point them at this queue.
     K_META, K_READY, K_PAYLOADS = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
-    K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
-    base = base + 6
-    local queue, channel, job_id, payload = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
-    redis.call('HSETNX', registry, queue, check_kind('fifo'))
+    if stride == 6 then
+      K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
+    else
+      K_SEQ = KEYS[base + 4]
+    end
+    base = base + stride
+    local queue = ARGV[8 + i]
+    -- A queue with a kind was opened (and registered) before, or got a copy before.
+    if redis.call('HSETNX', K_META, 'kind', 'fifo') == 1 then
+      redis.call('HSETNX', registry, queue, 'fifo')
+    end
+    local job_id = ''
+    if message_id ~= '' then
+      job_id = message_id .. '@' .. queue -- varmq.topic_names.copy_id
+    end
     if job_id == '' or not is_stored(job_id) then
       local id = new_id(now)
-      redis.call('HSET', K_PAYLOADS, id, payload)
+      local envelope_id = job_id ~= '' and job_id or (prefix .. sequence .. '.' .. i)
+      redis.call('HSET', K_PAYLOADS, id, '{"id":' .. cjson.encode(envelope_id)
+        .. ',"status":"Created","data":' .. data .. '}')
       if job_id ~= '' then
         link(job_id, id)
       end
       redis.call('ZADD', K_READY, 0, id)
-      redis.call('PUBLISH', channel, 'enqueued')
+      -- The queue's channel, "<q>:events", from its meta key "<q>:meta".
+      redis.call('PUBLISH', string.sub(K_META, 1, -5) .. 'events', 'enqueued')
       stored = stored + 1
     end
   end
-  local sequence = redis.call('INCR', KEYS[3])
-  if ARGV[4] ~= '' then
-    redis.call('PUBLISH', ARGV[4], sequence .. ' ' .. ARGV[5])
-  end
+  local live_id = message_id ~= '' and cjson.encode(message_id) or 'null'
+  redis.call('PUBLISH', ARGV[4],
+    sequence .. ' [' .. cjson.encode(name) .. ',' .. live_id .. ',' .. data .. ']')
   return {stored, sequence}
 end
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import threading
@@ -75,9 +76,10 @@ _REFRESH_SECONDS = 1.0
 _SUBSCRIBE_SECONDS = 5.0
 # Attempts of one publish while other processes keep changing the bindings.
 _ROUTE_ATTEMPTS = 16
-# The six keys of a queue a copy touches (queue.lua, "Topics"): meta, ready, payloads, dedup,
-# job_ids, seq.
-_COPY_KEYS = (0, 1, 2, 7, 8, 9)
+# The keys of a queue a copy touches (queue.lua, "Topics"): meta, ready, payloads, dedup,
+# job_ids and seq for a copy with a job id; without one, meta, ready, payloads and seq.
+_DEDUP_COPY_KEYS = (0, 1, 2, 7, 8, 9)
+_COPY_KEYS = (0, 1, 2, 9)
 
 
 class TopicsUnavailableError(ConnectionError):
@@ -113,7 +115,12 @@ class Topics:
         self._lock = threading.Lock()
         self._version: str | None = None  # of the bindings in _trie; None: never read
         self._trie: PatternTrie[str] = PatternTrie()
-        self._copy_keys: dict[str, tuple[list[str], str]] = {}  # queue -> its keys, channel
+        # (queue, with job ids) -> the keys of it a copy touches.
+        self._copy_keys: dict[tuple[str, bool], list[str]] = {}
+        # Job ids of copies without a message id: a random prefix of this object and a count
+        # (Redis Cluster), or the prefix and the publish sequence (one script).
+        self._id_prefix = uuid.uuid4().hex[:16]
+        self._id_count = itertools.count()
         self._live: list[LiveSubscription] = []
         self._closed = False
 
@@ -158,20 +165,29 @@ class Topics:
                 f"({type(message_id).__name__})"
             )
         data_json = _data_json(self._subject, name, data)
-        live = f"{json.dumps([name, message_id], ensure_ascii=False)[:-1]},{data_json}]"
-        live_bytes = live.encode("utf-8", "surrogatepass")
         if self._cluster:
+            live = f"{json.dumps([name, message_id], ensure_ascii=False)[:-1]},{data_json}]"
+            live_bytes = live.encode("utf-8", "surrogatepass")
             return self._publish_per_copy(name, words, message_id, data_json, live_bytes)
+        data_bytes = data_json.encode("utf-8", "surrogatepass")
+        dedup = message_id is not None
         for _ in range(_ROUTE_ATTEMPTS):
             version, queues = self._route(words)
             keys = [*TOPIC_KEYS, REGISTRY]
-            args: list[bytes | str] = [version, topic_channel(name), live_bytes]
             for queue in queues:
-                queue_key_list, channel = self._keys_of(queue)
-                keys.extend(queue_key_list)
-                job_id = copy_id(message_id, queue) if message_id else uuid.uuid4().hex
-                args += [queue, channel, job_id if message_id else "", _envelope(job_id, data_json)]
-            reply = self._run(f"publish {name!r}", keys, "publish", *args)
+                keys.extend(self._keys_of(queue, dedup))
+            reply = self._run(
+                f"publish {name!r}",
+                keys,
+                "publish",
+                version,
+                topic_channel(name),
+                name,
+                message_id or "",
+                data_bytes,
+                self._id_prefix,
+                *queues,
+            )
             if int(reply[0]) >= 0:
                 return int(reply[0])
             self._forget_routes()  # the bindings changed since we read them: route again
@@ -200,7 +216,7 @@ class Topics:
         stored = 0
         for queue in queues:
             keys = queue_keys(queue)
-            job_id = copy_id(message_id, queue) if message_id else uuid.uuid4().hex
+            job_id = copy_id(message_id, queue) if message_id else self._fresh_id()
             payload = _envelope(job_id, data_json)
             dedup = job_id if message_id else ""
             what = f"publish {name!r} into queue {queue!r}"
@@ -246,16 +262,21 @@ class Topics:
         with self._lock:
             self._version = None
 
-    def _keys_of(self, queue: str) -> tuple[list[str], str]:
-        cached = self._copy_keys.get(queue)
+    def _keys_of(self, queue: str, dedup: bool) -> list[str]:
+        cached = self._copy_keys.get((queue, dedup))
         if cached is None:
             keys = queue_keys(queue)
-            cached = ([keys.keys[i] for i in _COPY_KEYS], keys.channel)
+            chosen = _DEDUP_COPY_KEYS if dedup else _COPY_KEYS
+            cached = [keys.keys[i] for i in chosen]
             with self._lock:
                 if len(self._copy_keys) > 10_000:
                     self._copy_keys.clear()
-                self._copy_keys[queue] = cached
+                self._copy_keys[(queue, dedup)] = cached
         return cached
+
+    def _fresh_id(self) -> str:
+        """A job id for a copy without a message id, unique across processes."""
+        return f"{self._id_prefix}{next(self._id_count):016x}"
 
     # -- live subscribers ----------------------------------------------------------------
 

@@ -18,6 +18,7 @@ here raises :class:`TopicsStorageError` (an ``OSError`` naming the file) for sto
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 import threading
@@ -50,6 +51,12 @@ class Topics:
         self._lock = threading.Lock()  # guards _seen and _trie
         self._seen: list[tuple[str, str]] | None = None
         self._trie: PatternTrie[str] = PatternTrie()
+        # Queues whose row in ``queues`` this object saw committed (rows are never deleted),
+        # so a copy into one needs no REGISTER_QUEUE. Guarded by the database's write lock.
+        self._registered: set[str] = set()
+        # Job ids of copies without a message id: a random prefix of this object and a count.
+        self._id_prefix = uuid.uuid4().hex[:16]
+        self._id_count = itertools.count()
 
     def __repr__(self) -> str:
         return f"<sqliteq.Topics of {self._db.path}>"
@@ -105,10 +112,18 @@ class Topics:
             )
         body_json = _data_json(self._subject, name, data)
 
+        statement = _sql.ENQUEUE_DEDUP if message_id else _sql.ENQUEUE
+        registered = self._registered
+        added: list[str] = []
+
         def body(conn: sqlite3.Connection, now: int) -> int:
+            added.clear()
             stored = 0
             for queue in self._matching(_rows(conn), words):
-                job_id = copy_id(message_id, queue) if message_id else uuid.uuid4().hex
+                if message_id:
+                    job_id = copy_id(message_id, queue)
+                else:
+                    job_id = f"{self._id_prefix}{next(self._id_count):016x}"
                 envelope = f'{{"id":{json.dumps(job_id)},"status":"Created","data":{body_json}}}'
                 params = {
                     "queue": queue,
@@ -118,14 +133,17 @@ class Topics:
                     "job_id": job_id if message_id else None,
                     "now": now,
                 }
-                conn.execute(_sql.REGISTER_QUEUE, params)
-                statement = _sql.ENQUEUE_DEDUP if message_id else _sql.ENQUEUE
+                if queue not in registered:
+                    conn.execute(_sql.REGISTER_QUEUE, params)
+                    added.append(queue)
                 if conn.execute(statement, params).rowcount == 1:
                     conn.execute(_sql.BUMP_ENQUEUED, params)
                     stored += 1
             return stored
 
-        return self._write(f"publish {name!r}", body)
+        stored = self._write(f"publish {name!r}", body)
+        registered.update(added)  # committed
+        return stored
 
     def _matching(self, rows: list[tuple[str, str]], words: tuple[str, ...]) -> list[str]:
         """The queues (sorted) of the bindings ``rows`` whose pattern matches ``words``."""

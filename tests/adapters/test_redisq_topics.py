@@ -152,3 +152,26 @@ def test_on_a_cluster_copies_land_on_every_node_and_a_retry_stores_nothing_twice
     finally:
         queues.close()
         client.close()
+
+
+def test_ids_names_and_data_with_quotes_slashes_and_unicode_come_through_unchanged(
+    backend: Backend,
+) -> None:
+    topics = backend.queues().topics()
+    queue, message_id = 'q "é" {tag}/\\', 'm "1"/\\ é'
+    topics.bind("naïve.#", queue)
+    live = topics.subscribe("naïve.#")
+    try:
+        data = {"text": 'say "hi" / \\ — ✓', "list": [1, None, True]}
+        assert topics.publish("naïve.ünï", data, message_id=message_id) == 1
+        assert topics.publish("naïve.ünï", data) == 1
+        got = _drain(backend.queues().new_queue(queue))
+        assert [(e.id, e.data) for e in got][0] == (f"{message_id}@{queue}", data)
+        assert got[1].data == data and got[1].id and got[1].id != got[0].id
+        received = [live.get(WAIT), live.get(WAIT)]
+        assert [(m.name, m.data, m.message_id) for m in received if m is not None] == [
+            ("naïve.ünï", data, message_id),
+            ("naïve.ünï", data, None),
+        ]
+    finally:
+        live.unsubscribe()
