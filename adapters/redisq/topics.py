@@ -72,6 +72,9 @@ _MAX_BACKOFF_SECONDS = 1.0
 # A connected, idle subscriber reads the publish counter this often, so that ``missed`` after a
 # reconnection counts from a recent sequence, not from the last message its pattern matched.
 _REFRESH_SECONDS = 1.0
+# A subscribed connection that answered nothing (not even the PING an idle one sends every
+# _REFRESH_SECONDS) for this long is taken for dead (a half-open TCP connection) and replaced.
+_SILENT_SECONDS = 5.0
 # How long subscribe() waits for the server to confirm the subscription.
 _SUBSCRIBE_SECONDS = 5.0
 # Attempts of one publish while other processes keep changing the bindings.
@@ -553,13 +556,14 @@ class LiveSubscription:
         topics = self._topics
         backoff = _READ_SECONDS
         check_missed = False  # reconnected: read the publish counter for ``missed``
-        refreshed_at = time.monotonic()
+        refreshed_at = heard_at = time.monotonic()
         pending_sequence: int | None = None  # read while connected, applied once drained
         while self._active:
             try:
                 if pubsub is None:
                     pubsub = topics._pubsub()
                     pubsub.psubscribe(self._glob)
+                    heard_at = time.monotonic()
                 if check_missed:
                     now_sequence = topics._published()
                     with self._cond:
@@ -572,10 +576,17 @@ class LiveSubscription:
                         with self._cond:
                             self._last_sequence = max(self._last_sequence, pending_sequence)
                         pending_sequence = None
-                    if self._connected and time.monotonic() - refreshed_at > _REFRESH_SECONDS:
+                    now = time.monotonic()
+                    if now - heard_at > _SILENT_SECONDS:
+                        raise TimeoutError(
+                            f"no answer on the subscribed connection for {_SILENT_SECONDS:g} s"
+                        )
+                    if self._connected and now - refreshed_at > _REFRESH_SECONDS:
                         pending_sequence = topics._published()
-                        refreshed_at = time.monotonic()
+                        pubsub.ping()  # answered by a "pong" message: the connection lives
+                        refreshed_at = now
                     continue
+                heard_at = time.monotonic()
                 backoff = _READ_SECONDS
                 kind = message.get("type")
                 if kind == "psubscribe":

@@ -3,6 +3,7 @@ changed by another process between two publishes, and copies spread over a Redis
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 
@@ -166,12 +167,36 @@ def test_ids_names_and_data_with_quotes_slashes_and_unicode_come_through_unchang
         assert topics.publish("naïve.ünï", data, message_id=message_id) == 1
         assert topics.publish("naïve.ünï", data) == 1
         got = _drain(backend.queues().new_queue(queue))
-        assert [(e.id, e.data) for e in got][0] == (f"{message_id}@{queue}", data)
+        assert len(got) == 2 and (got[0].id, got[0].data) == (f"{message_id}@{queue}", data)
         assert got[1].data == data and got[1].id and got[1].id != got[0].id
         received = [live.get(WAIT), live.get(WAIT)]
         assert [(m.name, m.data, m.message_id) for m in received if m is not None] == [
             ("naïve.ünï", data, message_id),
             ("naïve.ünï", data, None),
         ]
+    finally:
+        live.unsubscribe()
+
+
+def test_async_iteration_and_drop_oldest_keep_the_newest_messages(backend: Backend) -> None:
+    topics = backend.queues().topics()
+    live = topics.subscribe("t.*", max_pending=3, on_full="drop_oldest")
+
+    async def read(count: int) -> list[object]:
+        got = []
+        async for message in live:
+            got.append(message.data)
+            if len(got) == count:
+                break
+        return got
+
+    try:
+        for i in range(10):
+            topics.publish(f"t.{i}", i)
+        topics.publish("other", "not matched")
+        _eventually(lambda: live.dropped == 7, f"dropped is {live.dropped}, not 7")
+        assert asyncio.run(asyncio.wait_for(read(3), WAIT)) == [7, 8, 9]
+        topics.publish("t.last", "last")
+        assert asyncio.run(asyncio.wait_for(read(1), WAIT)) == ["last"]
     finally:
         live.unsubscribe()
