@@ -79,4 +79,12 @@ class TestRedisqOnFakeredisConformance(QueueConformance):
     extensions = CLAIMED
 
     def make_harness(self) -> QueuesHarness:
-        return redisq_harness(fakeredis.FakeRedis(server=fakeredis.FakeServer()))
+        server = fakeredis.FakeServer()
+
+        @contextlib.contextmanager
+        def disconnect() -> Iterator[None]:
+            # The fake server is this test's own: every pub/sub connection on it is ours.
+            fakeredis.FakeRedis(server=server).client_kill_filter(_type="pubsub")
+            yield
+
+        return redisq_harness(fakeredis.FakeRedis(server=server), disconnect)
