@@ -17,31 +17,50 @@ In memory (measured here):
    trie varmq uses, against one compiled regular expression per pattern; 10 and 1,000
    patterns. No target.
 
-Storage (not measured yet: they come with ``topics()`` of the adapters, see ``_storage_rows``):
-Redis, a publish to a topic with 3 bound queues against raw redis-py ``LPUSH`` into the 3 lists
-in one pipeline per message, target >= 0.7; SQLite, against 3 ``INSERT`` in one transaction,
-target >= 0.7.
+Storage (measured here, in the same run):
+
+5. redisq publish: ``redisq.new(url).topics().publish`` to a topic with 3 bound queues (one
+   script call stores the 3 copies, each announced), N messages; baseline: raw redis-py
+   ``LPUSH`` of the same JSON envelope (job id, status, data) into 3 lists in one
+   non-transactional pipeline per message.
+   Target: ratio >= 0.7. Redis: a redis-server started here on a free loopback port
+   (``tests/support/redis_server.py``), or the empty database ``VARMQ_TEST_REDIS_URL`` names
+   (flushed).
+6. sqliteq publish: ``sqliteq.new(path).topics().publish`` with 3 bound queues (one write
+   transaction per publish); baseline: raw ``sqlite3``, 3 ``INSERT`` of the same JSON in one
+   ``BEGIN IMMEDIATE`` transaction per message, WAL and ``synchronous=NORMAL`` as sqliteq's
+   default. A fresh file in a temporary directory for every run. Target: ratio >= 0.7.
+
+``--no-storage`` leaves 5 and 6 out (no Redis needed).
 
 Every figure is the best of ``--repeat`` runs (default 3), varmq and baseline alternating::
 
     python benchmarks/topics.py               # 200,000 messages, best of 3
     python benchmarks/topics.py --quick       # 20,000 messages, one run
     python benchmarks/topics.py -n 50000 --only fan-out
+    python benchmarks/topics.py --only publish         # the storage rows only
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import json
 import os
 import platform
 import queue
 import re
+import sqlite3
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from inmemory import print_load
 
@@ -255,19 +274,158 @@ def measure(scenario: Scenario, n: int, repeat: int) -> tuple[list[float], list[
     return ours, theirs
 
 
-def _storage_rows() -> list[str]:
-    """The storage scenarios: measured once ``sqliteq.Queues.topics()`` and
-    ``redisq.Queues.topics()`` exist (the adapters' task); until then, said as pending."""
-    rows = []
-    for adapter, baseline in (
-        ("redisq", "3 x LPUSH, 1 pipeline"),
-        ("sqliteq", "3 x INSERT, 1 transaction"),
-    ):
-        rows.append(
-            f"| {adapter + ' publish, 3 bound':<20} | {baseline:<26} | not measured yet: "
-            f"{adapter} has no topics(); target >= 0.70 |"
-        )
-    return rows
+# -- storage: a publish into 3 bound queues -----------------------------------------------------
+
+BOUND = 3
+STORED_NAME = "bench.orders.created"
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _import_adapters() -> None:
+    """Put the repository root and ``adapters/`` first on ``sys.path``: run as a script,
+    ``sys.path[0]`` is ``benchmarks/``, whose redisq.py and sqliteq.py would shadow the
+    adapters of the same names."""
+    here = _ROOT / "benchmarks"
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+    sys.path[:0] = [str(_ROOT), str(_ROOT / "adapters")]
+
+
+def _envelope(i: int) -> bytes:
+    """What a baseline stores per message: the same JSON a copy is stored as (a job id, the
+    status, the data), so that both sides write the same bytes."""
+    job_id = uuid.uuid4().hex
+    return json.dumps(
+        {"id": job_id, "status": "Created", "data": {"n": i}}, separators=(",", ":")
+    ).encode()
+
+
+def _bench_queues(tag: str) -> list[str]:
+    return [f"bench-{tag}-{time.time_ns()}-{i}" for i in range(BOUND)]
+
+
+def redisq_publish(url: str) -> Run:
+    import redisq
+
+    def run(n: int) -> float:
+        with redisq.new(url) as queues:
+            topics = queues.topics()
+            names = _bench_queues("redisq")
+            for name in names:
+                topics.bind("bench.#", name)
+            publish = topics.publish
+            start = time.perf_counter()
+            for i in range(n):
+                publish(STORED_NAME, {"n": i})
+            elapsed = time.perf_counter() - start
+            _check([len(queues.new_queue(name)) for name in names], n)
+            for name in names:
+                topics.unbind("bench.#", name)
+                queues.new_queue(name).purge()
+        return elapsed
+
+    return run
+
+
+def redis_lpush(url: str) -> Run:
+    import redis
+
+    def run(n: int) -> float:
+        client = redis.Redis.from_url(url)
+        names = _bench_queues("lpush")
+        pipe = client.pipeline(transaction=False)
+        start = time.perf_counter()
+        for i in range(n):
+            body = _envelope(i)
+            for name in names:
+                pipe.lpush(name, body)
+            pipe.execute()
+        elapsed = time.perf_counter() - start
+        _check([client.llen(name) for name in names], n)
+        client.delete(*names)
+        client.close()
+        return elapsed
+
+    return run
+
+
+def sqliteq_publish(n: int) -> float:
+    import sqliteq
+
+    with tempfile.TemporaryDirectory() as tmp, sqliteq.new(Path(tmp) / "topics.db") as queues:
+        topics = queues.topics()
+        names = _bench_queues("sqliteq")
+        for name in names:
+            topics.bind("bench.#", name)
+        publish = topics.publish
+        start = time.perf_counter()
+        for i in range(n):
+            publish(STORED_NAME, {"n": i})
+        elapsed = time.perf_counter() - start
+        _check([len(queues.new_queue(name)) for name in names], n)
+    return elapsed
+
+
+def sqlite_inserts(n: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        conn = sqlite3.connect(Path(tmp) / "raw.db", isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("CREATE TABLE jobs (id INTEGER PRIMARY KEY, queue TEXT, data BLOB)")
+        names = _bench_queues("sqlite3")
+        insert = "INSERT INTO jobs (queue, data) VALUES (?, ?)"
+        start = time.perf_counter()
+        for i in range(n):
+            body = _envelope(i)
+            conn.execute("BEGIN IMMEDIATE")
+            for name in names:
+                conn.execute(insert, (name, body))
+            conn.execute("COMMIT")
+        elapsed = time.perf_counter() - start
+        counts = dict(conn.execute("SELECT queue, count(*) FROM jobs GROUP BY queue").fetchall())
+        conn.close()
+    _check([counts.get(name, 0) for name in names], n)
+    return elapsed
+
+
+@contextlib.contextmanager
+def redis_url() -> Iterator[tuple[str, str]]:
+    """A Redis database for the storage rows, and how it was found, for the heading."""
+    from tests.support.redis_database import SuiteDatabase
+    from tests.support.redis_server import RedisServer, external_url
+
+    url = external_url()
+    server: Any = None
+    if url is None:
+        server = RedisServer()
+        server.start()
+        url = server.url
+    try:
+        SuiteDatabase(url).claim()
+        yield url, ("started here" if server is not None else "VARMQ_TEST_REDIS_URL")
+    finally:
+        if server is not None:
+            server.close()
+
+
+def storage_scenarios(url: str) -> list[Scenario]:
+    return [
+        Scenario(
+            "redisq publish, 3 bound",
+            redisq_publish(url),
+            redis_lpush(url),
+            "3 x LPUSH, 1 pipeline",
+            0.7,
+            size=lambda n: min(n, 10_000),
+        ),
+        Scenario(
+            "sqliteq publish, 3 bound",
+            sqliteq_publish,
+            sqlite_inserts,
+            "3 x INSERT, 1 transaction",
+            0.7,
+            size=lambda n: min(n, 5_000),
+        ),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,43 +434,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure, best kept")
     parser.add_argument("--quick", action="store_true", help="20000 messages, one run")
     parser.add_argument("--only", action="append", help="only scenarios containing this")
+    parser.add_argument("--no-storage", action="store_true", help="leave out Redis and SQLite")
     args = parser.parse_args(argv)
     n, repeat = (20_000, 1) if args.quick else (args.n, args.repeat)
+    wanted = [s for s in SCENARIOS if not args.only or any(o in s.name for o in args.only)]
+    storage = not args.no_storage and (
+        not args.only or any(o in "redisq publish sqliteq publish, 3 bound" for o in args.only)
+    )
 
     print(
         f"varmq topics benchmark: Python {platform.python_version()} "
         f"({platform.python_implementation()}, {platform.system()} {platform.machine()}), "
         f"{os.cpu_count()} CPUs, best of {repeat}"
     )
-    print_load("at start")
-    print()
-    header = (
-        f"| {'scenario':<20} | {'baseline':<26} | {'N':>7} | {'varmq msg/s':>12} "
-        f"| {'baseline msg/s':>14} | {'ratio':>5} | {'ratio range':>11} | {'target':<12} |"
-    )
-    print(header)
-    print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
-    for scenario in SCENARIOS:
-        if args.only and not any(o in scenario.name for o in args.only):
-            continue
-        size = scenario.size(n)
-        ours, theirs = measure(scenario, size, repeat)
-        ratio = min(theirs) / min(ours)
-        ratios = sorted(t / o for o, t in zip(ours, theirs, strict=True))
-        spread = f"{ratios[0]:.2f}-{ratios[-1]:.2f}"
-        target = ""
-        if scenario.target is not None:
-            met = "met" if ratio >= scenario.target else "MISSED"
-            target = f">= {scenario.target:.2f} {met}"
-        print(
-            f"| {scenario.name:<20} | {scenario.baseline_name:<26} | {size:>7} "
-            f"| {size / min(ours):>12,.0f} | {size / min(theirs):>14,.0f} | {ratio:>5.2f} "
-            f"| {spread:>11} | {target:<12} |",
-            flush=True,
+    with contextlib.ExitStack() as stack:
+        if storage:
+            _import_adapters()
+            url, found = stack.enter_context(redis_url())
+            print(f"Redis for the storage rows: {url} ({found})")
+            wanted += [
+                s
+                for s in storage_scenarios(url)
+                if not args.only or any(o in s.name for o in args.only)
+            ]
+        print_load("at start")
+        print()
+        header = (
+            f"| {'scenario':<24} | {'baseline':<26} | {'N':>7} | {'varmq msg/s':>12} "
+            f"| {'baseline msg/s':>14} | {'ratio':>5} | {'ratio range':>11} | {'target':<12} |"
         )
-    if not args.only:
-        for row in _storage_rows():
-            print(row)
+        print(header)
+        print("|" + "|".join("-" * len(cell) for cell in header.split("|")[1:-1]) + "|")
+        for scenario in wanted:
+            size = scenario.size(n)
+            ours, theirs = measure(scenario, size, repeat)
+            ratio = min(theirs) / min(ours)
+            ratios = sorted(t / o for o, t in zip(ours, theirs, strict=True))
+            spread = f"{ratios[0]:.2f}-{ratios[-1]:.2f}"
+            target = ""
+            if scenario.target is not None:
+                met = "met" if ratio >= scenario.target else "MISSED"
+                target = f">= {scenario.target:.2f} {met}"
+            print(
+                f"| {scenario.name:<24} | {scenario.baseline_name:<26} | {size:>7} "
+                f"| {size / min(ours):>12,.0f} | {size / min(theirs):>14,.0f} | {ratio:>5.2f} "
+                f"| {spread:>11} | {target:<12} |",
+                flush=True,
+            )
     print()
     print_load("at end")
     print("ratio = varmq msg/s / baseline msg/s of the best runs (higher is better for varmq);")

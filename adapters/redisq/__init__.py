@@ -25,6 +25,7 @@ from redisq.queues import (
     new,
     open_url,
 )
+from redisq.topics import LiveSubscription, Message, Topics, TopicsUnavailableError
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -35,6 +36,8 @@ __all__ = [
     "DistributedPriorityQueue",
     "DistributedQueue",
     "EvictionPolicyError",
+    "LiveSubscription",
+    "Message",
     "PriorityQueue",
     "Queue",
     "QueueKindError",
@@ -42,6 +45,8 @@ __all__ = [
     "QueueStats",
     "Queues",
     "RedisUnavailableError",
+    "Topics",
+    "TopicsUnavailableError",
     "UnknownQueueError",
     "new",
     "open_url",

@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["REGISTRY", "QueueKeys", "escape_name", "queue_keys"]
+__all__ = [
+    "REGISTRY",
+    "TOPIC_CHANNEL_PREFIX",
+    "TOPIC_KEYS",
+    "QueueKeys",
+    "escape_name",
+    "queue_keys",
+    "topic_channel",
+    "topic_channel_glob",
+]
 
 PREFIX = "redisq"
 
@@ -74,3 +83,37 @@ def queue_keys(name: str) -> QueueKeys:
         keys=tuple(f"{base}:{suffix}" for suffix in _KEY_SUFFIXES),
         channel=f"{base}:events",
     )
+
+
+# --- topics (redisq/topics.py; the "Topics" section of queue.lua) -----------------------------
+
+# The keys of every topic binding of this Redis, sharing the hash tag {topics}: one Redis
+# Cluster slot, so the topic commands of queue.lua touch one slot. KEYS[] order of queue.lua.
+TOPIC_KEYS = (
+    f"{PREFIX}:{{topics}}:bindings",
+    f"{PREFIX}:{{topics}}:version",
+    f"{PREFIX}:{{topics}}:published",
+)
+# Live subscribers' channels: one per topic name, "redisq:topic:<name>" (pub/sub channels
+# belong to no slot; a pattern subscription filters them by the pattern's leading words).
+TOPIC_CHANNEL_PREFIX = f"{PREFIX}:topic:"
+
+
+def topic_channel(name: str) -> str:
+    """The pub/sub channel live subscribers of topic ``name`` hear a publish on."""
+    return TOPIC_CHANNEL_PREFIX + name
+
+
+def topic_channel_glob(words: tuple[str, ...]) -> str:
+    """A PSUBSCRIBE glob matching at least every channel of a name the pattern ``words``
+    matches: its leading literal words, glob characters escaped."""
+    literal: list[str] = []
+    for word in words:
+        if word in ("*", "#"):
+            break
+        literal.append(word)
+    prefix = ".".join(literal)
+    escaped = "".join("\\" + c if c in "*?[]\\^" else c for c in prefix)
+    if len(literal) == len(words):
+        return TOPIC_CHANNEL_PREFIX + escaped
+    return TOPIC_CHANNEL_PREFIX + escaped + "*"

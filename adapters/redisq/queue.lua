@@ -616,4 +616,126 @@ elseif command == 'stats' then
   }
 end
 
+--[[
+Topics: bindings and publishing (redisq/topics.py). These commands are handed other KEYS than
+the queue commands above:
+
+  KEYS[1]  redisq:{topics}:bindings   SET     one member per binding: the JSON text
+                                              ["<pattern>","<queue>"]
+  KEYS[2]  redisq:{topics}:version    STRING  counter, bumped by every bind and unbind that
+                                              changed the bindings (absent: 0)
+  KEYS[3]  redisq:{topics}:published  STRING  counter, bumped by every publish: the sequence
+                                              number live subscribers receive, so that after a
+                                              reconnection they know how many publishes they
+                                              may have missed
+  publish only:
+  KEYS[4]  redisq:queues              HASH    the registry of queues (list_queues)
+  KEYS[5 ..]                          then, per copy, the keys of its queue a copy touches:
+                                      with job ids (a publish with a message id) six, its
+                                      meta, ready, payloads, dedup, job_ids and seq (KEYS[1, 2,
+                                      3, 8, 9, 10] of the queue commands above); without, four:
+                                      meta, ready, payloads and seq
+
+  topic_bind    ARGV[3] member                          -> 1 added, 0 was there
+  topic_unbind  ARGV[3] member                          -> 1 removed, 0 was not there
+  topic_routes  (none)                                  -> {version, published, member, ...}
+  topic_announce ARGV[3] live channel, ARGV[4] message  -> {version, sequence}: bumps
+                                                           published and publishes
+                                                           "<sequence> <message>" on the live
+                                                           channel (Redis Cluster: the copies
+                                                           are stored by enqueue, one call
+                                                           per queue)
+  publish       ARGV[3] the bindings version the caller routed by, ARGV[4] live channel,
+                ARGV[5] topic name, ARGV[6] message id ("" = none: no dedup), ARGV[7] data
+                (JSON text), ARGV[8] job id prefix for copies without a message id, then
+                ARGV[9..] the queue names, one per copy
+                                                        -> {-1, version} when the bindings
+                                                           changed since the caller read them
+                                                           (nothing stored: route again), else
+                                                           {copies stored, sequence}
+
+publish is the atomic step of "Topics" in varmq.protocols: the caller matched the name against
+the bindings of version ARGV[3] and hands over the keys of exactly the queues they route to;
+the script stores the copies only if the bindings are still that version, so the copies follow
+the bindings as they are when they land, every copy or none. A copy is stored as enqueue
+stores a job available now with priority 0 (a queue never opened becomes "fifo"), skipped as a
+dedup hit while a job with its job id is stored, and announced with "enqueued" on its queue's
+channel. Whatever was stored, the publish is announced to live subscribers.
+]]
+
+if command == 'topic_bind' or command == 'topic_unbind' then
+  local changed
+  if command == 'topic_bind' then
+    changed = redis.call('SADD', KEYS[1], ARGV[3])
+  else
+    changed = redis.call('SREM', KEYS[1], ARGV[3])
+  end
+  if changed == 1 then
+    redis.call('INCR', KEYS[2])
+  end
+  return changed
+
+elseif command == 'topic_routes' then
+  local reply = {redis.call('GET', KEYS[2]) or '0', redis.call('GET', KEYS[3]) or '0'}
+  for _, member in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+    reply[#reply + 1] = member
+  end
+  return reply
+
+elseif command == 'topic_announce' then
+  local sequence = redis.call('INCR', KEYS[3])
+  redis.call('PUBLISH', ARGV[3], sequence .. ' ' .. ARGV[4])
+  return {redis.call('GET', KEYS[2]) or '0', sequence}
+
+elseif command == 'publish' then
+  local version = redis.call('GET', KEYS[2]) or '0'
+  if version ~= ARGV[3] then
+    return {-1, version}
+  end
+  local registry = KEYS[4]
+  local name, message_id, data, prefix = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
+  local now = now_ms()
+  local sequence = redis.call('INCR', KEYS[3])
+  local stored = 0
+  local base = 4
+  local copies = #ARGV - 8
+  local stride = copies > 0 and (#KEYS - 4) / copies or 0
+  for i = 1, copies do
+    -- The queue keys the helpers above read are chunk locals: point them at this queue.
+    K_META, K_READY, K_PAYLOADS = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
+    if stride == 6 then
+      K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
+    else
+      K_SEQ = KEYS[base + 4]
+    end
+    base = base + stride
+    local queue = ARGV[8 + i]
+    -- A queue with a kind was opened (and registered) before, or got a copy before.
+    if redis.call('HSETNX', K_META, 'kind', 'fifo') == 1 then
+      redis.call('HSETNX', registry, queue, 'fifo')
+    end
+    local job_id = ''
+    if message_id ~= '' then
+      job_id = message_id .. '@' .. queue -- varmq.topic_names.copy_id
+    end
+    if job_id == '' or not is_stored(job_id) then
+      local id = new_id(now)
+      local envelope_id = job_id ~= '' and job_id or (prefix .. sequence .. '.' .. i)
+      redis.call('HSET', K_PAYLOADS, id, '{"id":' .. cjson.encode(envelope_id)
+        .. ',"status":"Created","data":' .. data .. '}')
+      if job_id ~= '' then
+        link(job_id, id)
+      end
+      redis.call('ZADD', K_READY, 0, id)
+      -- The queue's channel, "<q>:events", from its meta key "<q>:meta".
+      redis.call('PUBLISH', string.sub(K_META, 1, -5) .. 'events', 'enqueued')
+      stored = stored + 1
+    end
+  end
+  local live_id = message_id ~= '' and cjson.encode(message_id) or 'null'
+  redis.call('PUBLISH', ARGV[4],
+    sequence .. ' [' .. cjson.encode(name) .. ',' .. live_id .. ',' .. data .. ']')
+  return {stored, sequence}
+end
+
 return redis.error_reply('redisq: unknown command ' .. tostring(command))

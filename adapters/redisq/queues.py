@@ -26,6 +26,7 @@ from redisq.location import describe, redact
 from redisq.pubsub import Listener
 from redisq.queue import PRIORITY, PriorityQueue, Queue, _StoredQueue
 from redisq.script import Client, ScriptRunner
+from redisq.topics import Topics
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -274,6 +275,7 @@ class Queues:
         # Protects _queues and _closed: every queue opened here, closed together by close().
         self._lock = threading.Lock()
         self._queues: list[_StoredQueue] = []
+        self._topics: list[Topics] = []
         self._closed = False
 
     def __repr__(self) -> str:
@@ -342,6 +344,16 @@ class Queues:
             return self._open(DistributedPriorityQueue, name, options)
         return self._open(DistributedQueue, name, options)
 
+    def topics(self) -> Topics:
+        """The topic bindings of this Redis, publishing into bound queues, and live
+        subscribers (see :mod:`redisq.topics`); every process using this Redis shares them."""
+        topics = Topics(self._client, self.location, self._runner._clock)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("redisq: cannot open topics: Queues is closed")
+            self._topics.append(topics)
+        return topics
+
     def close(self) -> None:
         """Close every queue opened here, stop the pub/sub thread, and close a client we made.
 
@@ -352,8 +364,11 @@ class Queues:
                 return
             self._closed = True
             queues, self._queues = self._queues, []
+            topics, self._topics = self._topics, []
         for queue in queues:
             queue.close()
+        for opened in topics:
+            opened.close()
         self._listener.close()
         self._runner.closed = True
         if self._owns_client:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from ._checks import DeadLetterRecord, QueueOptions, QueueStats
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._queues import URL_SCHEMES, Queues, new, open_url
+from ._topics import Topics, TopicsStorageError
 from .errors import (
     ClosedError,
     CorruptDatabaseError,
@@ -51,6 +52,8 @@ __all__ = [
     "RefusedDatabaseError",
     "SchemaVersionError",
     "SqliteqError",
+    "Topics",
+    "TopicsStorageError",
     "new",
     "open_url",
 ]

@@ -14,6 +14,7 @@ from ._database import Clock, Database
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._open import connect, open_database
 from ._queue import StoredQueue
+from ._topics import Topics
 from ._watch import Watcher
 from .errors import QueueKindError, QueueNotFoundError, SqliteqError
 
@@ -189,6 +190,11 @@ class Queues:
         if kind == "priority":
             return self._open(DistributedPriorityQueue, name, options)
         return self._open(DistributedQueue, name, options)
+
+    def topics(self) -> Topics:
+        """The topic bindings of this file and publishing into bound queues (see
+        :class:`~sqliteq._topics.Topics`); every process using the file shares them."""
+        return Topics(self._db)
 
     def close(self) -> None:
         """Stop the watcher thread and close the file. Idempotent."""

@@ -59,6 +59,7 @@ __all__ = [
     "ADD_DONE",
     "APPLICATION_ID",
     "BEGIN_IMMEDIATE",
+    "BIND_TOPIC",
     "BUMP_ENQUEUED",
     "CAPACITY_INSTALLED",
     "CLAIM",
@@ -108,6 +109,8 @@ __all__ = [
     "TABLE_NAMES",
     "TAKE_DELETE",
     "TAKE_DONE",
+    "TOPIC_BINDINGS",
+    "UNBIND_TOPIC",
     "VALUES_TAKEABLE",
 ]
 
@@ -569,3 +572,27 @@ SET_TEMP_STORE_MEMORY = "PRAGMA temp_store = MEMORY"
 SET_QUERY_ONLY = "PRAGMA query_only = ON"
 # Reads every page once; the last step of deciding that a file is safe to open.
 QUICK_CHECK = "PRAGMA quick_check"
+
+# --- topics: bindings (schema version 4) and publishing ----------------------------------------
+
+# Version 4 adds one table and changes nothing else: every (pattern, queue) binding of the file,
+# made through any connection. Its primary key is the only index; a publish reads the whole
+# table (bindings are few; one row per binding).
+_CREATE_TOPIC_BINDINGS = """
+CREATE TABLE topic_bindings (
+    pattern TEXT NOT NULL,
+    queue   TEXT NOT NULL,
+    PRIMARY KEY (pattern, queue)
+) WITHOUT ROWID"""
+
+MIGRATIONS = (*MIGRATIONS, (_CREATE_TOPIC_BINDINGS,))
+SCHEMA_VERSION = len(MIGRATIONS)
+
+# topic_bindings primary key: ignored when the binding exists (rowcount 0).
+BIND_TOPIC = "INSERT OR IGNORE INTO topic_bindings (pattern, queue) VALUES (:pattern, :queue)"
+# topic_bindings primary key.
+UNBIND_TOPIC = "DELETE FROM topic_bindings WHERE pattern = :pattern AND queue = :queue"
+# Full scan of topic_bindings (its primary key order): one row per binding.
+TOPIC_BINDINGS = "SELECT pattern, queue FROM topic_bindings ORDER BY pattern, queue"
+# A copy of a publish: ENQUEUE, or ENQUEUE_DEDUP when the copy has a job id (REGISTER_QUEUE
+# first makes a queue never opened a FIFO queue; BUMP_ENQUEUED announces a stored copy).

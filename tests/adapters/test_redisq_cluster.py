@@ -23,6 +23,7 @@ from redisq.keys import queue_keys
 from tests.adapters.test_redisq_conformance import (
     CLAIMED,
     OUTAGE_SOCKET_TIMEOUT,
+    kill_live_subscribers,
     redisq_harness,
 )
 from tests.support.redis_server import RedisClusterNodes
@@ -30,7 +31,8 @@ from varmq.testing import QueuesHarness
 from varmq.testing.conformance import QueueConformance
 
 # RedisCluster tries a timed-out command twice, so a call during an outage takes about twice
-# OUTAGE_SOCKET_TIMEOUT; the suite makes at most two calls per outage.
+# OUTAGE_SOCKET_TIMEOUT (a topics publish, which sends more than one command, four times); the
+# suite makes at most two calls per outage.
 CLUSTER_PAUSE_SECONDS = 2.5
 
 
@@ -49,7 +51,7 @@ def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
 class TestRedisqOnClusterConformance(QueueConformance):
     """redisq through ``redis.cluster.RedisCluster`` on three nodes; a client per test."""
 
-    # What redisq implements today: see CLAIMED (topics() and job records are not there yet).
+    # What redisq implements today: see CLAIMED (job records are not there yet).
     extensions = CLAIMED
 
     @pytest.fixture(autouse=True)
@@ -68,7 +70,7 @@ class TestRedisqOnClusterConformance(QueueConformance):
             admin.close()
 
     def make_harness(self) -> QueuesHarness:
-        return redisq_harness(self.client, outage=self._pause_nodes)
+        return redisq_harness(self.client, outage=self._pause_nodes, disconnect=self._disconnect)
 
     @contextlib.contextmanager
     def _pause_nodes(self) -> Iterator[None]:
@@ -80,6 +82,12 @@ class TestRedisqOnClusterConformance(QueueConformance):
         finally:
             for admin in self.admins:
                 admin.ping()  # held until that node's pause is over
+
+    @contextlib.contextmanager
+    def _disconnect(self) -> Iterator[None]:
+        """The connections of live topic subscribers cut on every node."""
+        kill_live_subscribers(*self.admins)
+        yield
 
 
 def test_cluster_has_three_nodes_each_owning_a_third_of_the_slots(

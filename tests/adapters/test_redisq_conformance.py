@@ -3,7 +3,8 @@
 Lease time is moved by a test clock handed to ``redisq.new(..., clock=...)``, so the suite's
 lease tests take no real time; ``test_redisq.py`` covers leases on the server's own clock. Both
 runs have an outage, so the suite's outage tests run: the server is paused (CLIENT PAUSE ALL)
-for the real one, the connection switched off for fakeredis.
+for the real one, the connection switched off for fakeredis. Both can also cut the connections
+of live topic subscribers (``disconnect``), for the reconnection test.
 """
 
 from __future__ import annotations
@@ -19,19 +20,14 @@ import redis
 import redisq
 from redisq.script import Client
 from tests.support.redis_server import RedisServer
-from varmq.protocols import ILiveTopics, IStorageTopics
 from varmq.testing import FakeWallClock, QueuesHarness
 from varmq.testing.conformance import ALL_EXTENSIONS, RECORD_EXTENSIONS, QueueConformance
 from varmq.testing.harness import Outage
 
-# TEMPORARY: topics() (IStorageTopics, ILiveTopics) and job records (RECORD_EXTENSIONS:
-# keep_results, job_record, cancel, the settles with an outcome, subscribe_records) are not
-# implemented by this adapter yet; their conformance tests are left out until redisq does.
-CLAIMED = tuple(
-    e
-    for e in ALL_EXTENSIONS
-    if e not in (IStorageTopics, ILiveTopics) and e not in RECORD_EXTENSIONS
-)
+# TEMPORARY: job records (RECORD_EXTENSIONS: keep_results, job_record, cancel, the settles
+# with an outcome, subscribe_records) are not implemented by this adapter yet; their
+# conformance tests are left out until redisq implements them.
+CLAIMED = tuple(e for e in ALL_EXTENSIONS if e not in RECORD_EXTENSIONS)
 
 # The outage of the real-server run: CLIENT PAUSE ... ALL on a server of the class's own, so
 # commands sent meanwhile are held and, once their client timed out and hung up, dropped (a
@@ -41,17 +37,30 @@ PAUSE_SECONDS = 1.2
 OUTAGE_SOCKET_TIMEOUT = 0.4
 
 
+def kill_live_subscribers(*clients: redis.Redis) -> None:
+    """Close the connections of the live topic subscribers (pattern subscriptions) of this
+    suite's database on the servers of ``clients``, as a network failure would; each
+    subscriber reconnects on its own."""
+    for client in clients:
+        db = str(client.connection_pool.connection_kwargs.get("db", 0))
+        for entry in client.client_list(_type="pubsub"):
+            if int(entry.get("psub", 0)) > 0 and entry.get("db") == db:
+                client.client_kill_filter(_id=entry["id"])
+
+
 def redisq_harness(
     client: Client | str,
     *,
     check_eviction: bool = True,
     outage: Outage | None = None,
+    disconnect: Outage | None = None,
     **connection: Any,
 ) -> QueuesHarness:
-    """Every queue of a test on one ``redisq.Queues`` whose time moves only by ``advance``."""
+    """Every queue of a test on one ``redisq.Queues`` whose time moves only by ``advance``;
+    ``outage`` takes the server away, ``disconnect`` live topic subscribers' connections."""
     clock = FakeWallClock()
     queues = redisq.new(client, clock=clock, check_eviction=check_eviction, **connection)
-    return QueuesHarness(lambda: queues, clock.advance, outage=outage)
+    return QueuesHarness(lambda: queues, clock.advance, outage=outage, disconnect=disconnect)
 
 
 def paused(admin: redis.Redis) -> Outage:
@@ -106,9 +115,17 @@ class TestRedisqConformance(QueueConformance):
         self.admin.close()
 
     def make_harness(self) -> QueuesHarness:
+        admin = self.admin
+
+        @contextlib.contextmanager
+        def disconnect() -> Iterator[None]:
+            kill_live_subscribers(admin)
+            yield
+
         return redisq_harness(
             self.redis_url,
-            outage=paused(self.admin),
+            outage=paused(admin),
+            disconnect=disconnect,
             socket_connect_timeout=OUTAGE_SOCKET_TIMEOUT,
             socket_timeout=OUTAGE_SOCKET_TIMEOUT,
             retries=0,
@@ -123,6 +140,16 @@ class TestRedisqOnFakeredisConformance(QueueConformance):
     def make_harness(self) -> QueuesHarness:
         # fakeredis has no CONFIG command, hence no eviction policy to check.
         server = fakeredis.FakeServer()
+
+        @contextlib.contextmanager
+        def disconnect() -> Iterator[None]:
+            # The fake server is this test's own: every pub/sub connection on it is ours.
+            fakeredis.FakeRedis(server=server).client_kill_filter(_type="pubsub")
+            yield
+
         return redisq_harness(
-            fakeredis.FakeRedis(server=server), check_eviction=False, outage=fake_outage(server)
+            fakeredis.FakeRedis(server=server),
+            check_eviction=False,
+            outage=fake_outage(server),
+            disconnect=disconnect,
         )

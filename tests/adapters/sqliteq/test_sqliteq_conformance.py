@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
-from varmq.protocols import ILeaseReleasable, ILiveTopics, IStorageTopics
+from varmq.protocols import ILeaseReleasable, ILiveTopics
 from varmq.testing import FakeWallClock, QueuesHarness
 from varmq.testing.conformance import ALL_EXTENSIONS, RECORD_EXTENSIONS, QueueConformance
 
@@ -19,15 +19,15 @@ class TestSqliteqConformance(QueueConformance):
     would have; they share the file and the clock that sqliteq stores deadlines with.
     """
 
-    # release() is not implemented by this adapter yet. TEMPORARY: neither are topics()
-    # (IStorageTopics) nor job records (RECORD_EXTENSIONS: keep_results, job_record, cancel, the
-    # settles with an outcome, subscribe_records); their conformance tests are left out until
-    # sqliteq implements them. ILiveTopics (live subscribers across processes) is not planned
-    # for SQLite.
+    # release() is not implemented by this adapter yet. TEMPORARY: neither are job records
+    # (RECORD_EXTENSIONS: keep_results, job_record, cancel, the settles with an outcome,
+    # subscribe_records); their conformance tests are left out until sqliteq implements them.
+    # ILiveTopics (live subscribers across processes) is not planned for SQLite: topics() is
+    # IStorageTopics only.
     extensions = tuple(
         e
         for e in ALL_EXTENSIONS
-        if e not in (ILeaseReleasable, IStorageTopics, ILiveTopics) and e not in RECORD_EXTENSIONS
+        if e not in (ILeaseReleasable, ILiveTopics) and e not in RECORD_EXTENSIONS
     )
 
     @pytest.fixture(autouse=True)

@@ -1,0 +1,176 @@
+"""``Queues.topics()``: topic bindings stored in the file, and publishing into bound queues.
+
+What a ``Topics`` object offers is ``IStorageTopics`` of ``varmq.protocols`` ("Topics"): a
+binding ``(pattern, queue)`` is a row of ``topic_bindings`` (schema version 4), so every
+process using the file honours every binding, whoever made it. ``publish`` reads the bindings
+and stores one copy per matching queue in one write transaction (every copy or none); each
+stored copy bumps its queue's ``enqueued`` counter, which is how any add is announced to
+subscribers in every process (the watcher thread). A copy with a job id (a publish with a
+``message_id``) is stored as ``enqueue_dedup`` stores a job: not again while a copy with that
+id is stored. Capacities limit the queue objects' own enqueues, not copies.
+
+Live subscribers (``ILiveTopics``) are not offered: SQLite has no way to push a publish to
+another process; bind a queue instead.
+
+Unlike queue operations, which return their "nothing" value when the file fails, every call
+here raises :class:`TopicsStorageError` (an ``OSError`` naming the file) for storage trouble.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from . import _sql
+from ._checks import check_name as check_queue_name
+from ._database import Database
+from ._topic_names import PatternTrie, check_name, check_pattern, copy_id
+from .errors import SqliteqError
+
+__all__ = ["Topics", "TopicsStorageError"]
+
+T = TypeVar("T")
+
+
+class TopicsStorageError(SqliteqError, OSError):
+    """A topics call could not read or write the file; the message names the file."""
+
+
+class Topics:
+    """The topic bindings of one sqliteq file (``queues.topics()``): ``IStorageTopics``."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._subject = f"sqliteq: {db.path}: topics"
+        # The bindings last read and the trie built from them: rebuilt only when they changed.
+        self._lock = threading.Lock()  # guards _seen and _trie
+        self._seen: list[tuple[str, str]] | None = None
+        self._trie: PatternTrie[str] = PatternTrie()
+        # Queues whose row in ``queues`` this object saw committed (rows are never deleted),
+        # so a copy into one needs no REGISTER_QUEUE. Guarded by the database's write lock.
+        self._registered: set[str] = set()
+        # Job ids of copies without a message id: a random prefix of this object and a count.
+        self._id_prefix = uuid.uuid4().hex[:16]
+        self._id_count = itertools.count()
+
+    def __repr__(self) -> str:
+        return f"<sqliteq.Topics of {self._db.path}>"
+
+    # -- bindings ------------------------------------------------------------------------
+
+    def bind(self, pattern: str, queue: str) -> bool:
+        """Route every publish matching ``pattern`` into the queue named ``queue`` (made a
+        FIFO queue by the first copy if it was never opened), for every process using the
+        file; whether the binding is new."""
+        check_pattern(pattern)
+        check_queue_name(self._subject, queue)
+        params = {"pattern": pattern, "queue": queue}
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            return conn.execute(_sql.BIND_TOPIC, params).rowcount == 1
+
+        return self._write(f"bind {pattern!r} to queue {queue!r}", body)
+
+    def unbind(self, pattern: str, queue: str) -> bool:
+        """Remove the binding of ``queue`` under ``pattern``; whether there was one."""
+        check_pattern(pattern)
+        check_queue_name(self._subject, queue)
+        params = {"pattern": pattern, "queue": queue}
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            return conn.execute(_sql.UNBIND_TOPIC, params).rowcount == 1
+
+        return self._write(f"unbind {pattern!r} from queue {queue!r}", body)
+
+    def bindings(self) -> list[tuple[str, str]]:
+        """Every binding in the file as ``(pattern, queue)``, sorted by pattern, then queue."""
+
+        def body(conn: sqlite3.Connection, now: int) -> list[tuple[str, str]]:
+            return _rows(conn)
+
+        try:
+            return sorted(self._db.query(body))
+        except sqlite3.Error as exc:
+            raise TopicsStorageError(f"{self._subject}: cannot read the bindings: {exc}") from exc
+
+    # -- publishing ----------------------------------------------------------------------
+
+    def publish(self, name: str, data: Any, *, message_id: str | None = None) -> int:
+        """Store a copy of ``data`` in every bound queue whose pattern matches ``name``, in
+        one transaction with reading the bindings; how many copies were stored (0 for a
+        publish retried with the same ``message_id`` while its copies are stored)."""
+        words = check_name(name)
+        if message_id is not None and (not isinstance(message_id, str) or not message_id):
+            raise TypeError(
+                f"{self._subject}: message_id must be a non-empty str, got {message_id!r} "
+                f"({type(message_id).__name__})"
+            )
+        body_json = _data_json(self._subject, name, data)
+
+        statement = _sql.ENQUEUE_DEDUP if message_id else _sql.ENQUEUE
+        registered = self._registered
+        added: list[str] = []
+
+        def body(conn: sqlite3.Connection, now: int) -> int:
+            added.clear()
+            stored = 0
+            for queue in self._matching(_rows(conn), words):
+                if message_id:
+                    job_id = copy_id(message_id, queue)
+                else:
+                    job_id = f"{self._id_prefix}{next(self._id_count):016x}"
+                envelope = f'{{"id":{json.dumps(job_id)},"status":"Created","data":{body_json}}}'
+                params = {
+                    "queue": queue,
+                    "kind": "fifo",
+                    "priority": 0,
+                    "data": envelope.encode("utf-8", "surrogatepass"),
+                    "job_id": job_id if message_id else None,
+                    "now": now,
+                }
+                if queue not in registered:
+                    conn.execute(_sql.REGISTER_QUEUE, params)
+                    added.append(queue)
+                if conn.execute(statement, params).rowcount == 1:
+                    conn.execute(_sql.BUMP_ENQUEUED, params)
+                    stored += 1
+            return stored
+
+        stored = self._write(f"publish {name!r}", body)
+        registered.update(added)  # committed
+        return stored
+
+    def _matching(self, rows: list[tuple[str, str]], words: tuple[str, ...]) -> list[str]:
+        """The queues (sorted) of the bindings ``rows`` whose pattern matches ``words``."""
+        with self._lock:
+            if rows != self._seen:
+                trie: PatternTrie[str] = PatternTrie()
+                for pattern, queue in rows:
+                    trie.add(check_pattern(pattern), queue)
+                self._seen, self._trie = rows, trie
+            return sorted(set(self._trie.match(words)))
+
+    def _write(self, what: str, body: Callable[[sqlite3.Connection, int], T]) -> T:
+        try:
+            return self._db.transaction(body)
+        except sqlite3.Error as exc:
+            raise TopicsStorageError(f"{self._subject}: cannot {what}: {exc}") from exc
+
+
+def _rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    return [(str(p), str(q)) for p, q in conn.execute(_sql.TOPIC_BINDINGS)]
+
+
+def _data_json(subject: str, name: str, data: Any) -> str:
+    """``data`` as JSON text; ``TypeError`` when it has no JSON form."""
+    try:
+        return json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"{subject}: publish to {name!r}: data is not JSON-encodable ({exc})"
+        ) from None
