@@ -23,19 +23,23 @@ from ._queues import URL_SCHEMES, Queues, new, open_url
 from .errors import (
     ClosedError,
     CorruptDatabaseError,
+    DamagedDatabaseError,
     ForeignDatabaseError,
     NotADatabaseError,
     QueueKindError,
     QueueNotFoundError,
     RefusedDatabaseError,
+    ReplacedDatabaseError,
     SchemaVersionError,
     SqliteqError,
+    StorageUnavailableError,
 )
 
 __all__ = [
     "URL_SCHEMES",
     "ClosedError",
     "CorruptDatabaseError",
+    "DamagedDatabaseError",
     "DeadLetterRecord",
     "DistributedPriorityQueue",
     "DistributedQueue",
@@ -49,8 +53,10 @@ __all__ = [
     "QueueStats",
     "Queues",
     "RefusedDatabaseError",
+    "ReplacedDatabaseError",
     "SchemaVersionError",
     "SqliteqError",
+    "StorageUnavailableError",
     "new",
     "open_url",
 ]

@@ -1,4 +1,4 @@
-"""The shared connections of one ``Queues``: locks, write transactions, retries and warnings.
+"""The shared connections of one ``Queues``: locks, write transactions, and storage errors.
 
 Every queue of a ``Queues`` runs its statements through one :class:`Database`: writes on one
 connection, plain reads (``len``, ``values``) on a second one. In WAL mode a reader never waits
@@ -7,9 +7,14 @@ from other threads (measured: 4 taking threads beside 2 threads calling ``len()`
 waiting jobs took 2-3 times more jobs per second than with one shared connection). Writes run
 inside ``BEGIN IMMEDIATE`` ... ``COMMIT``: the write lock is taken before anything is read, so
 SQLite's busy handler (``busy_timeout``) queues writers instead of failing them with
-"database is locked" as a deferred transaction would. If the busy timeout still runs out
-(another process held the lock that long), ``BEGIN`` is retried a few times with a short
-back-off before the operation gives up and returns its "nothing" value.
+"database is locked" as a deferred transaction would.
+
+A call that cannot get an answer raises :class:`~sqliteq.errors.StorageUnavailableError`
+(:class:`~sqliteq.errors.DamagedDatabaseError` for a corrupt file) naming the file and the
+operation, with the ``sqlite3`` error chained, after rolling its transaction back: nothing is
+half done. Waiting for the write lock is bounded by one deadline, ``busy_timeout`` seconds
+from the start of the call, however often SQLite answers "busy" at once. Each condition is
+logged once until the next success, so a retry loop logs one warning.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from . import _sql
-from .errors import ClosedError
+from .errors import ClosedError, DamagedDatabaseError, StorageUnavailableError
 
 __all__ = ["Clock", "Database"]
 
@@ -31,8 +36,11 @@ T = TypeVar("T")
 
 logger = logging.getLogger("sqliteq")
 
-# Back-off before each further BEGIN IMMEDIATE once busy_timeout ran out (seconds).
-_BEGIN_BACKOFF = (0.01, 0.05, 0.2)
+# Pause before another BEGIN IMMEDIATE when SQLite answered "busy" without waiting (seconds).
+_BEGIN_PAUSE = 0.01
+# SQLite primary result codes (the sqlite3 module names them only from Python 3.11 on).
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
 
 
 class Database:
@@ -44,9 +52,11 @@ class Database:
         conn: sqlite3.Connection,
         read_conn: sqlite3.Connection,
         clock: Clock,
+        busy_timeout: float,
     ) -> None:
         self.path = path
         self.clock = clock
+        self.busy_timeout = busy_timeout
         # Protects _conn and _closed: one transaction at a time on the connection (sqlite3
         # connections must not interleave transactions), and no statement after close().
         self._lock = threading.Lock()
@@ -64,54 +74,62 @@ class Database:
         """Whether :meth:`close` was called."""
         return self._closed
 
-    def transaction(self, body: Callable[[sqlite3.Connection, int], T]) -> T:
+    def transaction(self, body: Callable[[sqlite3.Connection, int], T], op: str = "write") -> T:
         """Run ``body(conn, now)`` in one write transaction; raise on any failure.
 
         ``now`` is read from the clock after the write lock is held, so a deadline is never
-        computed from a time that passed while waiting for the lock.
+        computed from a time that passed while waiting for the lock. Raises
+        :class:`~sqliteq.errors.ClosedError` once closed, and
+        :class:`~sqliteq.errors.StorageUnavailableError` when the file cannot answer (the
+        transaction rolled back).
         """
         with self._lock:
             if self._closed:
                 raise ClosedError(f"sqliteq: {self.path} is closed")
-            self._begin_immediate()
             try:
-                result = body(self._conn, self.clock())
-                self._conn.execute(_sql.COMMIT)
-            except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute(_sql.ROLLBACK)
-                raise
+                self._begin_immediate(op)
+                try:
+                    result = body(self._conn, self.clock())
+                    self._conn.execute(_sql.COMMIT)
+                except BaseException:
+                    if self._conn.in_transaction:
+                        self._conn.execute(_sql.ROLLBACK)
+                    raise
+            except sqlite3.Error as exc:
+                raise self._unavailable(op, exc) from exc
             self._warned.clear()
             return result
 
     def write(self, op: str, body: Callable[[sqlite3.Connection, int], T], default: T) -> T:
-        """Like :meth:`transaction`, but a storage failure gives ``default`` and a warning."""
+        """Like :meth:`transaction`; ``default`` (the "nothing" answer) once closed."""
         try:
-            return self.transaction(body)
+            return self.transaction(body, op)
         except ClosedError:
-            return default
-        except sqlite3.Error as exc:
-            self.warn_once(op, f"sqliteq: {op} on {self.path} failed: {exc}")
             return default
 
     def read(self, op: str, body: Callable[[sqlite3.Connection, int], T], default: T) -> T:
-        """Run ``body(conn, now)`` on the read connection (each statement sees one snapshot)."""
+        """Run ``body(conn, now)`` on the read connection (each statement sees one snapshot).
+
+        ``default`` once closed; raises :class:`~sqliteq.errors.StorageUnavailableError` when
+        the file cannot be read.
+        """
         with self._read_lock:
             if self._closed:
                 return default
             try:
-                result = body(self._read_conn, self.clock())
+                return body(self._read_conn, self.clock())
             except sqlite3.Error as exc:
-                self.warn_once(op, f"sqliteq: {op} on {self.path} failed: {exc}")
-                return default
-            return result
+                raise self._unavailable(op, exc) from exc
 
-    def query(self, body: Callable[[sqlite3.Connection, int], T]) -> T:
-        """Like :meth:`read`, but raise on any failure (for operator calls, not for workers)."""
+    def query(self, body: Callable[[sqlite3.Connection, int], T], op: str = "read") -> T:
+        """Like :meth:`read`, but raise :class:`~sqliteq.errors.ClosedError` once closed."""
         with self._read_lock:
             if self._closed:
                 raise ClosedError(f"sqliteq: {self.path} is closed")
-            return body(self._read_conn, self.clock())
+            try:
+                return body(self._read_conn, self.clock())
+            except sqlite3.Error as exc:
+                raise self._unavailable(op, exc) from exc
 
     def warn_once(self, condition: str, message: str) -> None:
         """Log ``message`` as a warning unless ``condition`` was logged since the last success."""
@@ -120,7 +138,7 @@ class Database:
             logger.warning(message)
 
     def close(self) -> None:
-        """Close the connection; later operations return their "nothing" value."""
+        """Close the connections; later operations give their "nothing" answer."""
         with self._lock, self._read_lock:
             if self._closed:
                 return
@@ -128,20 +146,45 @@ class Database:
             self._conn.close()
             self._read_conn.close()
 
-    def _begin_immediate(self) -> None:
-        for delay in (*_BEGIN_BACKOFF, None):
-            try:
-                self._conn.execute(_sql.BEGIN_IMMEDIATE)
-                return
-            except sqlite3.OperationalError as exc:
-                if delay is None or not _is_busy(exc):
-                    raise
-                self.warn_once(
-                    "busy",
-                    f"sqliteq: {self.path} stayed locked by another connection longer than "
-                    f"busy_timeout; retrying",
-                )
-                time.sleep(delay)
+    def _unavailable(self, op: str, exc: sqlite3.Error) -> StorageUnavailableError:
+        """The error to raise for ``exc``, logged once per condition."""
+        if _is_corrupt(exc):
+            error: StorageUnavailableError = DamagedDatabaseError(
+                self.path, op, f"the database file is corrupt ({exc})"
+            )
+        elif isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+            error = StorageUnavailableError(
+                self.path,
+                op,
+                f"the file stayed locked by another connection for more than busy_timeout "
+                f"({self.busy_timeout:g} s) ({exc})",
+            )
+        else:
+            error = StorageUnavailableError(self.path, op, str(exc))
+        self.warn_once(f"{op}:{type(error).__name__}", str(error))
+        return error
+
+    def _begin_immediate(self, op: str) -> None:
+        """Take the write lock, waiting at most ``busy_timeout`` seconds in all."""
+        deadline = time.monotonic() + self.busy_timeout
+        shortened = False
+        try:
+            while True:
+                try:
+                    self._conn.execute(_sql.BEGIN_IMMEDIATE)
+                    return
+                except sqlite3.OperationalError as exc:
+                    left = deadline - time.monotonic() - _BEGIN_PAUSE
+                    if not _is_busy(exc) or left <= 0:
+                        raise
+                # SQLite answered "busy" without waiting its busy timeout out (it does so when
+                # waiting could deadlock): try again, within what is left of the deadline.
+                time.sleep(_BEGIN_PAUSE)
+                self._conn.execute(_sql.SET_BUSY_TIMEOUT.format(ms=max(1, int(left * 1000))))
+                shortened = True
+        finally:
+            if shortened:
+                self._conn.execute(_sql.SET_BUSY_TIMEOUT.format(ms=round(self.busy_timeout * 1000)))
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -149,3 +192,11 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     if code is not None:
         return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED and their extended codes
     return "locked" in str(exc) or "busy" in str(exc)
+
+
+def _is_corrupt(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    text = str(exc)
+    return "malformed" in text or "not a database" in text

@@ -7,13 +7,16 @@ so there is no reaper thread and opening a queue never steals live jobs. Delayed
 timer either: a take first promotes the due ones (one indexed ``UPDATE``). The dead-letter
 shelf is in :mod:`sqliteq._dead`, the four kinds of queue in :mod:`sqliteq._kinds`.
 
-Storage failures never raise from these methods: they return the "nothing" value of the
-method and log a warning once (see :class:`~sqliteq._database.Database`). Bad arguments do
-raise, before anything is written, by the rules of :mod:`sqliteq._checks`.
+A method that cannot get an answer from the file raises
+:class:`~sqliteq.errors.StorageUnavailableError` naming the file and the operation, with
+nothing done (see :class:`~sqliteq._database.Database`); its answers (``[]``, ``None``,
+``False``, ``0``) always mean what they say. Bad arguments raise, before anything is
+written, by the rules of :mod:`sqliteq._checks`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,7 +27,7 @@ from ._database import Database
 from ._dead import DeadLetterShelf
 from ._retention import DONE, keep_within
 from ._watch import Watcher
-from .errors import ClosedError, SqliteqError
+from .errors import ClosedError
 
 __all__ = ["StoredQueue"]
 
@@ -75,7 +78,7 @@ class StoredQueue(DeadLetterShelf):
         transaction, so concurrent enqueues from any number of connections never exceed it.
         The first capacity set on a file installs the counter that makes the check cheap
         (one write transaction, a count of the ready jobs); raises
-        :class:`~sqliteq.errors.SqliteqError` if that fails.
+        :class:`~sqliteq.errors.StorageUnavailableError` if that fails (retry it).
         """
         check(self._subject, "capacity", capacity)
         if capacity:
@@ -90,15 +93,8 @@ class StoredQueue(DeadLetterShelf):
                 for statement in _sql.INSTALL_CAPACITY:
                     conn.execute(statement)
 
-        try:
-            self._db.transaction(body)
-        except ClosedError:
-            pass  # nothing can be enqueued through a closed file
-        except sqlite3.Error as exc:
-            raise SqliteqError(
-                f"sqliteq: queue {self._name!r} in {self._db.path}: cannot set a capacity: "
-                f"{exc}; retry set_capacity"
-            ) from exc
+        with contextlib.suppress(ClosedError):  # nothing can be enqueued through a closed file
+            self._db.transaction(body, "set_capacity")
 
     def _add(self, item: Any, priority: int, job_id: str | None, wait_ms: int = 0) -> bool:
         """Store the checked ``item``; the kinds check ``priority`` and ``job_id`` first."""
@@ -271,6 +267,27 @@ class StoredQueue(DeadLetterShelf):
             return bool(conn.execute(_sql.NACK, params).rowcount == 1)
 
         return self._db.write("nack", body, False)
+
+    def release(self, ack_id: str) -> bool:
+        """Give back the job leased under ``ack_id``, which was never started, at once.
+
+        In one transaction the job goes back to its place in line (priority, availability and
+        order unchanged, as when its lease expires), available now, and this delivery does not
+        count: the next take reports the same attempt again. Distributed queues hear
+        ``"enqueued"``. Fenced like ``acknowledge``: ``False`` when the lease is unknown,
+        expired or taken over. Works after ``close()``.
+        """
+        if not isinstance(ack_id, str):
+            return False
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            params = {"token": ack_id, "queue": self._name, "now": now}
+            if conn.execute(_sql.RELEASE, params).rowcount != 1:
+                return False
+            conn.execute(_sql.BUMP_ENQUEUED, params)
+            return True
+
+        return self._db.write("release", body, False)
 
     def _keep_done(self, conn: sqlite3.Connection, now: int, added: int) -> None:
         """Count ``added`` completed jobs and drop those beyond the retention bounds."""

@@ -32,24 +32,35 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+DEFAULT_BUSY_TIMEOUT = 3.0
+"""Seconds a call waits, in all, for another connection's write lock before it raises."""
+
+MAX_BUSY_TIMEOUT = 600.0
+"""The longest ``busy_timeout`` accepted (seconds)."""
+
+
 def new(
     path: str | os.PathLike[str],
     *,
-    synchronous: str = "NORMAL",
-    busy_timeout: float = 5.0,
+    durable: bool = False,
+    synchronous: str | None = None,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     clock: Clock | None = None,
     create: bool = True,
 ) -> Queues:
     """Open (or create) the sqliteq database at ``path``.
 
-    ``synchronous``: ``"NORMAL"`` (default; in WAL mode a committed job survives a crash of the
-    process, but the last commits may be lost on power failure or OS crash) or ``"FULL"``
-    (also survives power loss, at the cost of an fsync per commit). ``busy_timeout``: seconds a
-    write waits for another process's write lock. ``clock``: integer wall-clock milliseconds,
-    the only source of time for stored deadlines (leases); replace it in tests. ``create``:
-    set up a missing or empty file as a new database (the default); with ``False``, a missing
-    file raises ``FileNotFoundError`` and an empty one, or a SQLite database without tables,
-    :class:`~sqliteq.errors.NotADatabaseError`.
+    ``durable``: ``False`` (default) commits with ``synchronous=NORMAL``: in WAL mode a
+    committed job survives a crash of the process, but the last commits may be lost on power
+    failure or an OS crash. ``True`` commits with ``synchronous=FULL``: a committed job also
+    survives power loss, at the cost of an fsync per commit. ``synchronous`` sets the SQLite
+    level directly instead (``OFF``, ``NORMAL``, ``FULL``, ``EXTRA``); do not give both.
+    ``busy_timeout``: seconds a call waits in all for another connection's write lock before
+    it raises :class:`~sqliteq.errors.StorageUnavailableError` (default 3, at most 600).
+    ``clock``: integer wall-clock milliseconds, the only source of time for stored deadlines;
+    replace it in tests. ``create``: set up a missing or empty file as a new database (the
+    default); with ``False``, a missing file raises ``FileNotFoundError`` and an empty one, or
+    a SQLite database without tables, :class:`~sqliteq.errors.NotADatabaseError`.
 
     Raises :class:`~sqliteq.errors.RefusedDatabaseError` (and subclasses) for a file that is not
     a SQLite database, belongs to another application, is damaged, or has a newer schema; the
@@ -61,26 +72,50 @@ def new(
             f"sqliteq: {display!r} is not a file path; sqliteq needs a database file that "
             f"every connection (and the watcher) can open"
         )
+    level = _synchronous_level(display, durable, synchronous)
+    timeout = check_busy_timeout(display, busy_timeout)
+    conn = open_database(display, synchronous=level, busy_timeout=timeout, create=bool(create))
+    try:
+        read_conn = connect(display, busy_timeout=timeout)
+        read_conn.execute(_sql.SET_TEMP_STORE_MEMORY)
+        read_conn.execute(_sql.SET_QUERY_ONLY)
+    except BaseException:
+        conn.close()
+        raise
+    db = Database(display, conn, read_conn, clock or _wall_clock_ms, timeout)
+    return Queues(db, timeout)
+
+
+def _synchronous_level(path: str, durable: object, synchronous: object) -> str:
+    if not isinstance(durable, bool):
+        raise TypeError(f"sqliteq: {path}: durable={durable!r}; expected True or False")
+    if synchronous is None:
+        return "FULL" if durable else "NORMAL"
+    if durable:
+        raise ValueError(
+            f"sqliteq: {path}: give durable=True or synchronous={synchronous!r}, not both"
+        )
     level = synchronous.upper() if isinstance(synchronous, str) else ""
     if level not in _sql.SYNCHRONOUS_LEVELS:
         raise ValueError(
             f"sqliteq: synchronous={synchronous!r}; expected one of "
             f"{', '.join(sorted(_sql.SYNCHRONOUS_LEVELS))}"
         )
-    if not (isinstance(busy_timeout, (int, float)) and busy_timeout >= 0):
-        raise ValueError(f"sqliteq: busy_timeout={busy_timeout!r}; expected seconds >= 0")
-    conn = open_database(
-        display, synchronous=level, busy_timeout=float(busy_timeout), create=bool(create)
-    )
-    try:
-        read_conn = connect(display, busy_timeout=float(busy_timeout))
-        read_conn.execute(_sql.SET_TEMP_STORE_MEMORY)
-        read_conn.execute(_sql.SET_QUERY_ONLY)
-    except BaseException:
-        conn.close()
-        raise
-    db = Database(display, conn, read_conn, clock or _wall_clock_ms)
-    return Queues(db, float(busy_timeout))
+    return level
+
+
+def check_busy_timeout(path: str, busy_timeout: object) -> float:
+    """``busy_timeout`` as seconds: a finite int or float from 0 to MAX_BUSY_TIMEOUT."""
+    if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)):
+        raise TypeError(
+            f"sqliteq: {path}: busy_timeout={busy_timeout!r}; expected seconds (int or float)"
+        )
+    if not (0 <= busy_timeout <= MAX_BUSY_TIMEOUT):  # also refuses NaN
+        raise ValueError(
+            f"sqliteq: {path}: busy_timeout={busy_timeout!r}; expected seconds from 0 to "
+            f"{MAX_BUSY_TIMEOUT:g}"
+        )
+    return float(busy_timeout)
 
 
 def open_url(url: str, *, create: bool = False) -> Queues:
@@ -159,14 +194,15 @@ class Queues:
     def list_queues(self) -> list[tuple[str, str]]:
         """``(name, kind)`` of every queue ever created in the file, by name.
 
-        ``kind`` is ``"fifo"`` or ``"priority"``. Raises ``sqlite3.Error`` if the file cannot
-        be read and :class:`~sqliteq.errors.ClosedError` once closed.
+        ``kind`` is ``"fifo"`` or ``"priority"``. Raises
+        :class:`~sqliteq.errors.StorageUnavailableError` if the file cannot be read and
+        :class:`~sqliteq.errors.ClosedError` once closed.
         """
 
         def body(conn: sqlite3.Connection, now: int) -> list[tuple[str, str]]:
             return [(str(name), str(kind)) for name, kind in conn.execute(_sql.LIST_QUEUES)]
 
-        return self._db.query(body)
+        return self._db.query(body, "list_queues")
 
     def open_queue(
         self, name: str, **options: Unpack[QueueOptions]
@@ -183,7 +219,7 @@ class Queues:
             row = conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()
             return None if row is None else str(row[0])
 
-        kind = self._db.query(body)
+        kind = self._db.query(body, "open_queue")
         if kind is None:
             raise QueueNotFoundError(self._db.path, name)
         if kind == "priority":
@@ -205,12 +241,7 @@ class Queues:
             conn.execute(_sql.REGISTER_QUEUE, {"queue": name, "kind": kind})
             return str(conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()[0])
 
-        try:
-            stored = self._db.transaction(body)
-        except sqlite3.Error as exc:
-            raise SqliteqError(
-                f"sqliteq: cannot open queue {name!r} in {self._db.path}: {exc}"
-            ) from exc
+        stored = self._db.transaction(body, "open_queue")
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
         return cls(self._db, name, settings, watcher=self._watcher)

@@ -94,12 +94,14 @@ __all__ = [
     "READ_APPLICATION_ID",
     "READ_USER_VERSION",
     "REGISTER_QUEUE",
+    "RELEASE",
     "REQUEUE_DEAD",
     "ROLLBACK",
     "SCHEMA_VERSION",
     "SET_APPLICATION_ID",
     "SET_JOURNAL_WAL",
     "SET_QUERY_ONLY",
+    "SET_BUSY_TIMEOUT",
     "SET_SYNCHRONOUS",
     "SET_TEMP_STORE_MEMORY",
     "SET_USER_VERSION",
@@ -418,6 +420,14 @@ WHERE {_LIVE_LEASE}"""
 # jobs_lease.
 EXTEND_LEASE = f"UPDATE jobs SET lease_until = :now + :lease_ms WHERE {_LIVE_LEASE}"
 
+# jobs_lease. The job goes back to the place it had (priority, available_at and id unchanged,
+# as when its lease expires), ready now, and this delivery is not counted. Only the current,
+# unexpired lease may release. The caller bumps the enqueue counter in the same transaction.
+RELEASE = f"""
+UPDATE jobs
+SET state = 'ready', lease_token = NULL, lease_until = NULL, attempts = max(attempts - 1, 0)
+WHERE {_LIVE_LEASE}"""
+
 # jobs_lease for the row; the rowid b-tree for max(id). The job gets a new id, larger than
 # every stored row's, so it goes behind the jobs already waiting even at the same millisecond;
 # it keeps its priority and attempts. :delay_ms > 0 makes it delayed, else ready now.
@@ -559,6 +569,8 @@ VALUES (
 
 # Persistent in the file; only ever run on a file already known to be ours or empty.
 SET_JOURNAL_WAL = "PRAGMA journal_mode = WAL"
+# Per connection, in integer milliseconds; formatted from an int only.
+SET_BUSY_TIMEOUT = "PRAGMA busy_timeout = {ms:d}"
 # Per connection; the value is checked against SYNCHRONOUS_LEVELS before formatting.
 SET_SYNCHRONOUS = "PRAGMA synchronous = {level}"
 SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
