@@ -24,10 +24,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from . import _sql
-from .errors import ClosedError, DamagedDatabaseError, StorageUnavailableError
+from ._open import connect, read_only_query
+from .errors import ClosedError, DamagedDatabaseError, ReadOnlyError, StorageUnavailableError
 
 __all__ = ["Clock", "Database"]
 
@@ -49,12 +51,17 @@ class Database:
     def __init__(
         self,
         path: str,
-        conn: sqlite3.Connection,
+        conn: sqlite3.Connection | None,
         read_conn: sqlite3.Connection,
         clock: Clock,
         busy_timeout: float,
     ) -> None:
+        """``conn`` is the write connection; ``None`` for a file opened read-only."""
         self.path = path
+        self.read_only = conn is None
+        # A read-only connection that reads the main file as immutable (no writer had the file
+        # open): it is opened again through the WAL once a writer appears.
+        self._immutable = self.read_only and "immutable" in read_only_query(path)
         self.clock = clock
         self.busy_timeout = busy_timeout
         # Protects _conn and _closed: one transaction at a time on the connection (sqlite3
@@ -86,14 +93,19 @@ class Database:
         with self._lock:
             if self._closed:
                 raise ClosedError(f"sqliteq: {self.path} is closed")
+            conn = self._conn
+            if conn is None:
+                raise ReadOnlyError(
+                    f"sqliteq: {op} on {self.path} refused: the file was opened read-only"
+                )
             try:
-                self._begin_immediate(op)
+                self._begin_immediate(conn)
                 try:
-                    result = body(self._conn, self.clock())
-                    self._conn.execute(_sql.COMMIT)
+                    result = body(conn, self.clock())
+                    conn.execute(_sql.COMMIT)
                 except BaseException:
-                    if self._conn.in_transaction:
-                        self._conn.execute(_sql.ROLLBACK)
+                    if conn.in_transaction:
+                        conn.execute(_sql.ROLLBACK)
                     raise
             except sqlite3.Error as exc:
                 raise self._unavailable(op, exc) from exc
@@ -117,7 +129,7 @@ class Database:
             if self._closed:
                 return default
             try:
-                return body(self._read_conn, self.clock())
+                return body(self._reader(), self.clock())
             except sqlite3.Error as exc:
                 raise self._unavailable(op, exc) from exc
 
@@ -127,7 +139,7 @@ class Database:
             if self._closed:
                 raise ClosedError(f"sqliteq: {self.path} is closed")
             try:
-                return body(self._read_conn, self.clock())
+                return body(self._reader(), self.clock())
             except sqlite3.Error as exc:
                 raise self._unavailable(op, exc) from exc
 
@@ -143,8 +155,22 @@ class Database:
             if self._closed:
                 return
             self._closed = True
-            self._conn.close()
+            if self._conn is not None:
+                self._conn.close()
             self._read_conn.close()
+
+    def _reader(self) -> sqlite3.Connection:
+        """The read connection; a read-only one reads through the WAL once a writer came."""
+        if self._immutable and Path(self.path + "-wal").exists():
+            query = read_only_query(self.path)
+            if "immutable" not in query:
+                fresh = connect(self.path, busy_timeout=self.busy_timeout, uri_query=query)
+                fresh.execute(_sql.SET_QUERY_ONLY)
+                fresh.execute(_sql.SET_TEMP_STORE_MEMORY)
+                self._read_conn.close()
+                self._read_conn = fresh
+                self._immutable = False
+        return self._read_conn
 
     def _unavailable(self, op: str, exc: sqlite3.Error) -> StorageUnavailableError:
         """The error to raise for ``exc``, logged once per condition."""
@@ -164,14 +190,14 @@ class Database:
         self.warn_once(f"{op}:{type(error).__name__}", str(error))
         return error
 
-    def _begin_immediate(self, op: str) -> None:
+    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
         """Take the write lock, waiting at most ``busy_timeout`` seconds in all."""
         deadline = time.monotonic() + self.busy_timeout
         shortened = False
         try:
             while True:
                 try:
-                    self._conn.execute(_sql.BEGIN_IMMEDIATE)
+                    conn.execute(_sql.BEGIN_IMMEDIATE)
                     return
                 except sqlite3.OperationalError as exc:
                     left = deadline - time.monotonic() - _BEGIN_PAUSE
@@ -180,11 +206,11 @@ class Database:
                 # SQLite answered "busy" without waiting its busy timeout out (it does so when
                 # waiting could deadlock): try again, within what is left of the deadline.
                 time.sleep(_BEGIN_PAUSE)
-                self._conn.execute(_sql.SET_BUSY_TIMEOUT.format(ms=max(1, int(left * 1000))))
+                conn.execute(_sql.SET_BUSY_TIMEOUT.format(ms=max(1, int(left * 1000))))
                 shortened = True
         finally:
             if shortened:
-                self._conn.execute(_sql.SET_BUSY_TIMEOUT.format(ms=round(self.busy_timeout * 1000)))
+                conn.execute(_sql.SET_BUSY_TIMEOUT.format(ms=round(self.busy_timeout * 1000)))
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

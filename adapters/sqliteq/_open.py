@@ -27,7 +27,7 @@ from .errors import (
     SchemaVersionError,
 )
 
-__all__ = ["connect", "open_database"]
+__all__ = ["connect", "open_database", "open_read_only", "read_only_query"]
 
 _MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
@@ -61,6 +61,36 @@ def open_database(
         conn.close()
         raise
     return conn
+
+
+def open_read_only(path: str, *, busy_timeout: float) -> sqlite3.Connection:
+    """Check ``path``, then return a connection that reads it and writes nothing, ever.
+
+    Nothing is created or changed: no ``-wal``/``-shm`` files, no schema upgrade (a file at
+    another schema version raises :class:`~sqliteq.errors.SchemaVersionError` naming both
+    versions). A missing file raises ``FileNotFoundError``.
+    """
+    _check_file(path, create=False, read_only=True)
+    conn = connect(path, busy_timeout=busy_timeout, uri_query=read_only_query(path))
+    try:
+        conn.execute(_sql.SET_QUERY_ONLY)
+        conn.execute(_sql.SET_TEMP_STORE_MEMORY)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise RefusedDatabaseError(path, f"cannot be opened ({exc})") from exc
+    return conn
+
+
+def read_only_query(path: str) -> str:
+    """The URI parameters that read ``path`` without creating a file beside it.
+
+    SQLite makes ``-wal`` and ``-shm`` files for any reader of a WAL database, even with
+    ``mode=ro``, unless they exist. When they do, a writer has the file open (or left them):
+    read through them. When they do not, nobody is writing: read the main file as immutable.
+    """
+    if Path(path + "-wal").exists() and Path(path + "-shm").exists():
+        return "mode=ro"
+    return "mode=ro&immutable=1"
 
 
 def _set_wal(conn: sqlite3.Connection, busy_timeout: float) -> object:
@@ -99,7 +129,7 @@ def connect(path: str, *, busy_timeout: float, uri_query: str = "") -> sqlite3.C
         raise RefusedDatabaseError(path, f"cannot be opened ({exc})") from exc
 
 
-def _check_file(path: str, create: bool) -> None:
+def _check_file(path: str, create: bool, read_only: bool = False) -> None:
     """Raise unless ``path`` is a healthy database of ours, or missing or empty and ``create``."""
     wal = Path(path + "-wal")
     try:
@@ -128,21 +158,21 @@ def _check_file(path: str, create: bool) -> None:
             raise NotADatabaseError(path, "is not a SQLite database (no SQLite header)")
     if wal.exists():
         # Someone may have it open: read through the WAL like any reader (no new files made).
-        _inspect(path, "mode=ro", create)
+        _inspect(path, "mode=ro", create, read_only)
         return
     # No WAL file: the main file is the whole database. immutable=1 reads it without creating
     # -wal/-shm files beside a file we may end up refusing.
     try:
-        _inspect(path, "immutable=1", create)
+        _inspect(path, "immutable=1", create, read_only)
     except RefusedDatabaseError:
         if not (wal.exists() or Path(path + "-shm").exists()):
             raise
         # Another process opened and wrote it while we looked (an immutable look takes no
         # lock, so it can see a checkpoint half done); look again the normal way.
-        _inspect(path, "mode=ro", create)
+        _inspect(path, "mode=ro", create, read_only)
 
 
-def _inspect(path: str, uri_query: str, create: bool) -> None:
+def _inspect(path: str, uri_query: str, create: bool, read_only: bool = False) -> None:
     conn = connect(path, busy_timeout=1.0, uri_query=uri_query)
     try:
         # One read transaction: the header and the table list from the same snapshot.
@@ -151,6 +181,13 @@ def _inspect(path: str, uri_query: str, create: bool) -> None:
         version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
         tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
         _check_identity(path, app_id, version, tables, create)
+        if read_only and version != _sql.SCHEMA_VERSION:
+            raise SchemaVersionError(
+                path,
+                f"has sqliteq schema version {version}, older than this sqliteq's "
+                f"({_sql.SCHEMA_VERSION}); it was not upgraded, since it was opened read-only "
+                f"(open it once read-write, with sqliteq.new, to upgrade it)",
+            )
         problems = [row[0] for row in conn.execute(_sql.QUICK_CHECK).fetchmany(3)]
         conn.execute(_sql.COMMIT)
     except sqlite3.DatabaseError as exc:

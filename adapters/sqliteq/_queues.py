@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _sql
-from ._checks import QueueOptions, check_name, queue_settings
+from ._checks import QueueOptions, QueueSettings, check_name, queue_settings
 from ._database import Clock, Database
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
-from ._open import connect, open_database
+from ._open import connect, open_database, open_read_only, read_only_query
 from ._queue import StoredQueue
 from ._watch import Watcher
 from .errors import QueueKindError, QueueNotFoundError, SqliteqError
@@ -47,6 +47,7 @@ def new(
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     clock: Clock | None = None,
     create: bool = True,
+    read_only: bool = False,
 ) -> Queues:
     """Open (or create) the sqliteq database at ``path``.
 
@@ -61,6 +62,11 @@ def new(
     replace it in tests. ``create``: set up a missing or empty file as a new database (the
     default); with ``False``, a missing file raises ``FileNotFoundError`` and an empty one, or
     a SQLite database without tables, :class:`~sqliteq.errors.NotADatabaseError`.
+    ``read_only``: look without writing anything (needs ``create=False``): the file is read
+    with a ``mode=ro`` URI, no ``-wal``/``-shm`` files are made, no schema step runs (a file at
+    another schema version raises :class:`~sqliteq.errors.SchemaVersionError` naming both),
+    queues are opened only if they exist, and writes raise
+    :class:`~sqliteq.errors.ReadOnlyError`.
 
     Raises :class:`~sqliteq.errors.RefusedDatabaseError` (and subclasses) for a file that is not
     a SQLite database, belongs to another application, is damaged, or has a newer schema; the
@@ -74,6 +80,13 @@ def new(
         )
     level = _synchronous_level(display, durable, synchronous)
     timeout = check_busy_timeout(display, busy_timeout)
+    if not isinstance(read_only, bool):
+        raise TypeError(f"sqliteq: {display}: read_only={read_only!r}; expected True or False")
+    if read_only:
+        if create:
+            raise ValueError(f"sqliteq: {display}: read_only=True needs create=False")
+        reader = open_read_only(display, busy_timeout=timeout)
+        return Queues(Database(display, None, reader, clock or _wall_clock_ms, timeout), timeout)
     conn = open_database(display, synchronous=level, busy_timeout=timeout, create=bool(create))
     try:
         read_conn = connect(display, busy_timeout=timeout)
@@ -118,16 +131,17 @@ def check_busy_timeout(path: str, busy_timeout: object) -> float:
     return float(busy_timeout)
 
 
-def open_url(url: str, *, create: bool = False) -> Queues:
+def open_url(url: str, *, create: bool = False, read_only: bool = False) -> Queues:
     """Open the sqliteq database that ``url`` names, for operator tools.
 
     ``url`` is a plain path or ``sqlite:relative/path``, ``sqlite://relative/path`` or
     ``sqlite:///absolute/path``. Unlike :func:`new`, nothing is created unless ``create`` is
     true: a missing file raises ``FileNotFoundError`` naming it, and an empty file or a SQLite
     database without tables raises :class:`~sqliteq.errors.NotADatabaseError`, leaving it as
-    it was. Other refusals are those of :func:`new`.
+    it was. ``read_only=True`` opens it as :func:`new` does with ``read_only=True``: nothing
+    is written, not even ``-wal``/``-shm`` files. Other refusals are those of :func:`new`.
     """
-    return new(_path_of(url), create=create)
+    return new(_path_of(url), create=create, read_only=read_only)
 
 
 def _path_of(url: str) -> str:
@@ -148,7 +162,8 @@ class Queues:
 
     def __init__(self, db: Database, busy_timeout: float) -> None:
         self._db = db
-        self._watcher = Watcher(db.path, busy_timeout)
+        query = read_only_query(db.path) if db.read_only else ""
+        self._watcher = Watcher(db.path, busy_timeout, uri_query=query)
 
     def __repr__(self) -> str:
         state = "closed" if self._db.closed else "open"
@@ -236,12 +251,28 @@ class Queues:
         check_name(f"sqliteq: {self._db.path}", name)
         settings = queue_settings(f"sqliteq: queue {name!r} in {self._db.path}", options)
         kind = "priority" if issubclass(cls, PriorityQueue) else "fifo"
+        if self._db.read_only:
+            return self._open_existing(cls, name, kind, settings)
 
         def body(conn: sqlite3.Connection, now: int) -> str:
             conn.execute(_sql.REGISTER_QUEUE, {"queue": name, "kind": kind})
             return str(conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()[0])
 
         stored = self._db.transaction(body, "open_queue")
+        if stored != kind:
+            raise QueueKindError(self._db.path, name, stored, kind)
+        return cls(self._db, name, settings, watcher=self._watcher)
+
+    def _open_existing(self, cls: type[Q], name: str, kind: str, settings: QueueSettings) -> Q:
+        """Open ``name`` without writing (a read-only file): it must exist, as ``kind``."""
+
+        def body(conn: sqlite3.Connection, now: int) -> str | None:
+            row = conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()
+            return None if row is None else str(row[0])
+
+        stored = self._db.query(body, "open_queue")
+        if stored is None:
+            raise QueueNotFoundError(self._db.path, name)
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
         return cls(self._db, name, settings, watcher=self._watcher)

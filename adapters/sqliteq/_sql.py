@@ -320,8 +320,9 @@ READ_USER_VERSION = "PRAGMA user_version"
 # PRAGMA values cannot be bound; both are formatted from integers only.
 SET_APPLICATION_ID = "PRAGMA application_id = {value:d}"
 SET_USER_VERSION = "PRAGMA user_version = {value:d}"
-# sqlite_master is scanned; it is tiny.
-TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+# sqlite_master is scanned; it is tiny. Views count: a file holding only a view is another
+# application's content, not an empty database.
+TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
 # Changes whenever another connection (any process) commits; costs no page read.
 DATA_VERSION = "PRAGMA data_version"
 

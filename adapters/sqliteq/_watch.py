@@ -42,8 +42,16 @@ class _Subscription:
 class Watcher:
     """Polls one database file and calls ``callback("enqueued")`` for subscribed queues."""
 
-    def __init__(self, path: str, busy_timeout: float, interval: float = POLL_INTERVAL) -> None:
+    def __init__(
+        self,
+        path: str,
+        busy_timeout: float,
+        interval: float = POLL_INTERVAL,
+        *,
+        uri_query: str = "",
+    ) -> None:
         self._path = path
+        self._uri_query = uri_query  # how a read-only file is opened
         self._busy_timeout = busy_timeout
         self._interval = interval
         # Protects _subs, _recheck and _thread: the set of subscriptions the thread walks.
@@ -65,7 +73,9 @@ class Watcher:
             self._subs.append(_Subscription(queue, callback, owner, baseline))
             self._recheck = True
             if self._thread is None:
-                conn = connect(self._path, busy_timeout=self._busy_timeout)
+                conn = connect(
+                    self._path, busy_timeout=self._busy_timeout, uri_query=self._uri_query
+                )
                 conn.execute(_sql.SET_QUERY_ONLY)
                 self._thread = threading.Thread(
                     target=self._run, args=(conn,), name="sqliteq:watch", daemon=True

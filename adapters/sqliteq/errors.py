@@ -87,6 +87,10 @@ class ReplacedDatabaseError(StorageUnavailableError):
     """
 
 
+class ReadOnlyError(SqliteqError):
+    """A write was asked of a ``Queues`` opened with ``read_only=True``; nothing was written."""
+
+
 class ClosedError(SqliteqError):
     """A queue was opened on a ``Queues`` that was already closed."""
 
