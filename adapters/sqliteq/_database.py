@@ -28,18 +28,21 @@ from pathlib import Path
 from typing import TypeVar
 
 from . import _sql
+from ._clock import Clock
 from ._open import connect, read_only_query
 from .errors import ClosedError, DamagedDatabaseError, ReadOnlyError, StorageUnavailableError
 
-__all__ = ["Clock", "Database"]
+__all__ = ["STALL_CREDIT_MIN_MS", "Database"]
 
-Clock = Callable[[], int]
 T = TypeVar("T")
 
 logger = logging.getLogger("sqliteq")
 
 # Pause before another BEGIN IMMEDIATE when SQLite answered "busy" without waiting (seconds).
 _BEGIN_PAUSE = 0.01
+# A write that waited at least this long for the write lock (ms, lease clock) gives the wait
+# back to the leases that were alive when it began (see Database.transaction).
+STALL_CREDIT_MIN_MS = 1000
 # SQLite primary result codes (the sqlite3 module names them only from Python 3.11 on).
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
@@ -55,9 +58,19 @@ class Database:
         read_conn: sqlite3.Connection,
         clock: Clock,
         busy_timeout: float,
+        *,
+        lease_clock: Clock | None = None,
     ) -> None:
-        """``conn`` is the write connection; ``None`` for a file opened read-only."""
+        """``conn`` is the write connection; ``None`` for a file opened read-only.
+
+        ``clock`` gives wall-clock milliseconds, ``lease_clock`` the milliseconds lease
+        deadlines are kept in (default: ``clock``).
+        """
         self.path = path
+        self.lease_clock: Clock = lease_clock or clock
+        # Lease-clock time at which a write of this process first failed to get the write lock
+        # in the current run of failures; None after a success.
+        self._blocked_since: int | None = None
         self.read_only = conn is None
         # A read-only connection that reads the main file as immutable (no writer had the file
         # open): it is opened again through the WAL once a writer appears.
@@ -85,7 +98,13 @@ class Database:
         """Run ``body(conn, now)`` in one write transaction; raise on any failure.
 
         ``now`` is read from the clock after the write lock is held, so a deadline is never
-        computed from a time that passed while waiting for the lock. Raises
+        computed from a time that passed while waiting for the lock.
+
+        A write that waited long for the lock (``STALL_CREDIT_MIN_MS``, counted from this
+        process's first failed attempt in a row) first gives that time back to the leases that
+        were alive when the wait began: while the file was locked nobody could renew a lease,
+        so no take may treat one as run out for it. The stall end is recorded in the file, so
+        the writers that waited out one stall credit it once between them. Raises
         :class:`~sqliteq.errors.ClosedError` once closed, and
         :class:`~sqliteq.errors.StorageUnavailableError` when the file cannot answer (the
         transaction rolled back).
@@ -98,9 +117,17 @@ class Database:
                 raise ReadOnlyError(
                     f"sqliteq: {op} on {self.path} refused: the file was opened read-only"
                 )
+            asked = self.lease_clock()
             try:
-                self._begin_immediate(conn)
                 try:
+                    self._begin_immediate(conn)
+                except sqlite3.OperationalError as exc:
+                    if self._blocked_since is None and _is_busy(exc):
+                        self._blocked_since = asked
+                    raise
+                try:
+                    since, self._blocked_since = self._blocked_since, None
+                    self._credit_stall(conn, asked if since is None else min(since, asked))
                     result = body(conn, self.clock())
                     conn.execute(_sql.COMMIT)
                 except BaseException:
@@ -189,6 +216,24 @@ class Database:
             error = StorageUnavailableError(self.path, op, str(exc))
         self.warn_once(f"{op}:{type(error).__name__}", str(error))
         return error
+
+    def _credit_stall(self, conn: sqlite3.Connection, since: int) -> None:
+        """Give the leases alive at ``since`` the time the file was locked since then."""
+        got = self.lease_clock()
+        if got - since < STALL_CREDIT_MIN_MS:
+            return
+        row = conn.execute(_sql.READ_LEASE_CLOCK).fetchone()
+        since = max(since, int(row[1])) if row else since
+        if got - since < STALL_CREDIT_MIN_MS:
+            return
+        conn.execute(_sql.CREDIT_STALLED_LEASES, {"credit": got - since, "since": since})
+        conn.execute(_sql.SET_STALL_CREDITED, {"until": got})
+        logger.info(
+            "sqliteq: %s was locked against writes for %.1f s; leases alive then were extended "
+            "by that time",
+            self.path,
+            (got - since) / 1000,
+        )
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
         """Take the write lock, waiting at most ``busy_timeout`` seconds in all."""

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from . import _sql
+from ._clock import WALL, Clock
 from .errors import (
     CorruptDatabaseError,
     ForeignDatabaseError,
@@ -39,11 +40,18 @@ _CREATE_HINT = " (open it with create=True to set it up as one)"
 
 
 def open_database(
-    path: str, *, synchronous: str, busy_timeout: float, create: bool
+    path: str,
+    *,
+    synchronous: str,
+    busy_timeout: float,
+    create: bool,
+    lease_clock: tuple[str, Clock, Clock] | None = None,
 ) -> sqlite3.Connection:
     """Check ``path``, then return a read-write connection with the schema up to date.
 
-    ``create``: a missing or blank file may be set up as a new database.
+    ``create``: a missing or blank file may be set up as a new database. ``lease_clock``:
+    ``(identity, lease clock, wall clock)`` of this process; the file's leases are moved onto
+    it if they are on another (``None``: leave them, a test clock).
     """
     _check_file(path, create)
     conn = connect(path, busy_timeout=busy_timeout)
@@ -53,7 +61,7 @@ def open_database(
             raise RefusedDatabaseError(path, f"cannot be switched to WAL mode (got {mode!r})")
         conn.execute(_sql.SET_SYNCHRONOUS.format(level=synchronous))
         conn.execute(_sql.SET_TEMP_STORE_MEMORY)
-        _migrate(conn, path, create)
+        _migrate(conn, path, create, lease_clock)
     except sqlite3.Error as exc:
         conn.close()
         raise RefusedDatabaseError(path, f"cannot be prepared ({exc})") from exc
@@ -243,7 +251,12 @@ def _classify(path: str, exc: sqlite3.DatabaseError) -> RefusedDatabaseError:
     return RefusedDatabaseError(path, f"cannot be read ({text})")
 
 
-def _migrate(conn: sqlite3.Connection, path: str, create: bool) -> None:
+def _migrate(
+    conn: sqlite3.Connection,
+    path: str,
+    create: bool,
+    lease_clock: tuple[str, Clock, Clock] | None = None,
+) -> None:
     """Bring the schema to SCHEMA_VERSION in one write transaction (a no-op when current)."""
     conn.execute(_sql.BEGIN_IMMEDIATE)
     try:
@@ -264,8 +277,29 @@ def _migrate(conn: sqlite3.Connection, path: str, create: bool) -> None:
         if version < _sql.SCHEMA_VERSION:
             conn.execute(_sql.SET_APPLICATION_ID.format(value=_sql.APPLICATION_ID))
             conn.execute(_sql.SET_USER_VERSION.format(value=_sql.SCHEMA_VERSION))
+        if lease_clock is not None:
+            _adopt_lease_clock(conn, *lease_clock)
         conn.execute(_sql.COMMIT)
     except BaseException:
         if conn.in_transaction:
             conn.execute(_sql.ROLLBACK)
         raise
+
+
+def _adopt_lease_clock(
+    conn: sqlite3.Connection, identity: str, lease_clock: Clock, wall_clock: Clock
+) -> None:
+    """Put the file's leases on this host's lease clock, inside the open's transaction.
+
+    Wall-clock leases (files before version 4, or written where there is no boot id) keep the
+    time they had left; leases on another clock or from another boot have run out.
+    """
+    stored = str(conn.execute(_sql.READ_LEASE_CLOCK).fetchone()[0])
+    if stored == identity:
+        return
+    times = {"now": wall_clock(), "lease_now": lease_clock()}
+    if stored == WALL:
+        conn.execute(_sql.CONVERT_WALL_LEASES, times)
+    else:
+        conn.execute(_sql.EXPIRE_FOREIGN_LEASES, times)
+    conn.execute(_sql.SET_LEASE_CLOCK, {"identity": identity})

@@ -118,7 +118,7 @@ class StoredQueue(DeadLetterShelf):
             if capacity and self._is_full(conn, now, capacity):
                 # A job id that is already stored is there: not a refusal (as without a limit).
                 return job_id is not None and self._is_stored(conn, job_id)
-            added = conn.execute(statement, {**params, "now": now}).rowcount == 1
+            added = conn.execute(statement, {**params, **self._at(now)}).rowcount == 1
             if added and wait_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
                 conn.execute(_sql.BUMP_ENQUEUED, params)
             return True
@@ -161,7 +161,7 @@ class StoredQueue(DeadLetterShelf):
         return int(check(self._subject, "priority", priority))
 
     def _is_full(self, conn: sqlite3.Connection, now: int, capacity: int) -> bool:
-        params = {"queue": self._name, "now": now, "capacity": capacity}
+        params = {"queue": self._name, **self._at(now), "capacity": capacity}
         return int(conn.execute(_sql.COUNT_WAITING, params).fetchone()[0]) >= capacity
 
     def _is_stored(self, conn: sqlite3.Connection, job_id: str) -> bool:
@@ -177,7 +177,7 @@ class StoredQueue(DeadLetterShelf):
             return []
 
         def body(conn: sqlite3.Connection, now: int) -> list[Any]:
-            params = {"queue": self._name, "now": now, "lease_ms": self._lease_ms, "n": n}
+            params = {"queue": self._name, **self._at(now), "lease_ms": self._lease_ms, "n": n}
             conn.execute(_sql.PROMOTE_DUE, params)
             return conn.execute(_sql.CLAIM, params).fetchall()
 
@@ -202,8 +202,8 @@ class StoredQueue(DeadLetterShelf):
         statement = _sql.TAKE_DELETE if self._remove_on_complete else _sql.TAKE_DONE
 
         def body(conn: sqlite3.Connection, now: int) -> bytes | None:
-            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, "now": now})
-            row = conn.execute(statement, {"queue": self._name, "now": now}).fetchone()
+            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._at(now)})
+            row = conn.execute(statement, {"queue": self._name, **self._at(now)}).fetchone()
             if row is None:
                 return None
             if not self._remove_on_complete:
@@ -231,7 +231,7 @@ class StoredQueue(DeadLetterShelf):
                 if not isinstance(ack_id, str):
                     results.append(False)
                     continue
-                params = {"token": ack_id, "queue": self._name, "now": now}
+                params = {"token": ack_id, "queue": self._name, **self._at(now)}
                 results.append(conn.execute(statement, params).rowcount == 1)
             if not self._remove_on_complete and any(results):
                 self._keep_done(conn, now, sum(results))
@@ -245,7 +245,12 @@ class StoredQueue(DeadLetterShelf):
             return False
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, "now": now, "lease_ms": self._lease_ms}
+            params = {
+                "token": ack_id,
+                "queue": self._name,
+                **self._at(now),
+                "lease_ms": self._lease_ms,
+            }
             return bool(conn.execute(_sql.EXTEND_LEASE, params).rowcount == 1)
 
         return self._db.write("extend_lease", body, False)
@@ -263,7 +268,7 @@ class StoredQueue(DeadLetterShelf):
             return False
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, "now": now, "delay_ms": wait_ms}
+            params = {"token": ack_id, "queue": self._name, **self._at(now), "delay_ms": wait_ms}
             return bool(conn.execute(_sql.NACK, params).rowcount == 1)
 
         return self._db.write("nack", body, False)
@@ -281,7 +286,7 @@ class StoredQueue(DeadLetterShelf):
             return False
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, "now": now}
+            params = {"token": ack_id, "queue": self._name, **self._at(now)}
             if conn.execute(_sql.RELEASE, params).rowcount != 1:
                 return False
             conn.execute(_sql.BUMP_ENQUEUED, params)
@@ -302,7 +307,9 @@ class StoredQueue(DeadLetterShelf):
             return 0
 
         def body(conn: sqlite3.Connection, now: int) -> int:
-            row = conn.execute(_sql.COUNT_TAKEABLE, {"queue": self._name, "now": now}).fetchone()
+            row = conn.execute(
+                _sql.COUNT_TAKEABLE, {"queue": self._name, **self._at(now)}
+            ).fetchone()
             return int(row[0])
 
         return self._db.read("len", body, 0)
@@ -313,7 +320,7 @@ class StoredQueue(DeadLetterShelf):
             return []
 
         def body(conn: sqlite3.Connection, now: int) -> list[bytes]:
-            rows = conn.execute(_sql.VALUES_TAKEABLE, {"queue": self._name, "now": now})
+            rows = conn.execute(_sql.VALUES_TAKEABLE, {"queue": self._name, **self._at(now)})
             return [bytes(row[0]) for row in rows]
 
         return self._db.read("values", body, [])
@@ -336,7 +343,7 @@ class StoredQueue(DeadLetterShelf):
         }
 
         def body(conn: sqlite3.Connection, now: int) -> QueueStats:
-            row = conn.execute(_sql.STATS, {"queue": self._name, "now": now}).fetchone()
+            row = conn.execute(_sql.STATS, {"queue": self._name, **self._at(now)}).fetchone()
             waiting, in_flight, oldest, due, later, oldest_due, dead = row
             oldest_at = min((t for t in (oldest, oldest_due) if t is not None), default=now)
             return {
@@ -354,8 +361,8 @@ class StoredQueue(DeadLetterShelf):
         can still ack them; delayed jobs that are not due stay delayed."""
 
         def body(conn: sqlite3.Connection, now: int) -> None:
-            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, "now": now})
-            conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, "now": now})
+            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._at(now)})
+            conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, **self._at(now)})
 
         self._db.write("purge", body, None)
 

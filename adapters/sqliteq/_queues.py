@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _sql
 from ._checks import QueueOptions, QueueSettings, check_name, queue_settings
-from ._database import Clock, Database
+from ._clock import Clock, host_lease_clock, wall_clock_ms
+from ._database import Database
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._open import connect, open_database, open_read_only, read_only_query
 from ._queue import StoredQueue
@@ -26,10 +26,6 @@ URL_SCHEMES = ("sqlite",)
 """The URL schemes :func:`open_url` takes (besides plain paths)."""
 
 Q = TypeVar("Q", bound=StoredQueue)
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 DEFAULT_BUSY_TIMEOUT = 3.0
@@ -58,10 +54,12 @@ def new(
     level directly instead (``OFF``, ``NORMAL``, ``FULL``, ``EXTRA``); do not give both.
     ``busy_timeout``: seconds a call waits in all for another connection's write lock before
     it raises :class:`~sqliteq.errors.StorageUnavailableError` (default 3, at most 600).
-    ``clock``: integer wall-clock milliseconds, the only source of time for stored deadlines;
-    replace it in tests. ``create``: set up a missing or empty file as a new database (the
-    default); with ``False``, a missing file raises ``FileNotFoundError`` and an empty one, or
-    a SQLite database without tables, :class:`~sqliteq.errors.NotADatabaseError`.
+    ``clock``: integer milliseconds, the only source of time for stored times and deadlines,
+    leases included; replace it in tests. By default due times are wall-clock and leases are
+    on the host's boot-time clock, tagged with its boot id (see ``docs/sqliteq.md``).
+    ``create``: set up a missing or empty file as a new database (the default); with
+    ``False``, a missing file raises ``FileNotFoundError`` and an empty one, or a SQLite
+    database without tables, :class:`~sqliteq.errors.NotADatabaseError`.
     ``read_only``: look without writing anything (needs ``create=False``): the file is read
     with a ``mode=ro`` URI, no ``-wal``/``-shm`` files are made, no schema step runs (a file at
     another schema version raises :class:`~sqliteq.errors.SchemaVersionError` naming both),
@@ -85,9 +83,20 @@ def new(
     if read_only:
         if create:
             raise ValueError(f"sqliteq: {display}: read_only=True needs create=False")
+        lease = clock or host_lease_clock()[1]
         reader = open_read_only(display, busy_timeout=timeout)
-        return Queues(Database(display, None, reader, clock or _wall_clock_ms, timeout), timeout)
-    conn = open_database(display, synchronous=level, busy_timeout=timeout, create=bool(create))
+        db = Database(display, None, reader, clock or wall_clock_ms, timeout, lease_clock=lease)
+        return Queues(db, timeout)
+    wall = clock or wall_clock_ms
+    adopt = None
+    if clock is None:
+        identity, lease = host_lease_clock()
+        adopt = (identity, lease, wall)
+    else:
+        lease = clock
+    conn = open_database(
+        display, synchronous=level, busy_timeout=timeout, create=bool(create), lease_clock=adopt
+    )
     try:
         read_conn = connect(display, busy_timeout=timeout)
         read_conn.execute(_sql.SET_TEMP_STORE_MEMORY)
@@ -95,7 +104,7 @@ def new(
     except BaseException:
         conn.close()
         raise
-    db = Database(display, conn, read_conn, clock or _wall_clock_ms, timeout)
+    db = Database(display, conn, read_conn, wall, timeout, lease_clock=lease)
     return Queues(db, timeout)
 
 
