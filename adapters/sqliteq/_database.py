@@ -20,6 +20,7 @@ logged once until the next success, so a retry loop logs one warning.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -30,7 +31,13 @@ from typing import TypeVar
 from . import _sql
 from ._clock import Clock
 from ._open import connect, read_only_query
-from .errors import ClosedError, DamagedDatabaseError, ReadOnlyError, StorageUnavailableError
+from .errors import (
+    ClosedError,
+    DamagedDatabaseError,
+    ReadOnlyError,
+    ReplacedDatabaseError,
+    StorageUnavailableError,
+)
 
 __all__ = ["STALL_CREDIT_MIN_MS", "Database"]
 
@@ -43,6 +50,8 @@ _BEGIN_PAUSE = 0.01
 # A write that waited at least this long for the write lock (ms, lease clock) gives the wait
 # back to the leases that were alive when it began (see Database.transaction).
 STALL_CREDIT_MIN_MS = 1000
+# The operations that put jobs into the file: refused once the path names another file.
+ADDS = frozenset({"enqueue", "requeue_dead", "open_queue"})
 # SQLite primary result codes (the sqlite3 module names them only from Python 3.11 on).
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
@@ -67,6 +76,9 @@ class Database:
         deadlines are kept in (default: ``clock``).
         """
         self.path = path
+        # The file the connections opened (device, inode), taken just after they opened it.
+        self._file_id = _file_id(path)
+        self._replaced_logged = False  # check_file logged the current replacement
         self.lease_clock: Clock = lease_clock or clock
         # Lease-clock time at which a write of this process first failed to get the write lock
         # in the current run of failures; None after a success.
@@ -117,6 +129,7 @@ class Database:
                 raise ReadOnlyError(
                     f"sqliteq: {op} on {self.path} refused: the file was opened read-only"
                 )
+            self._check_before_write(op)
             asked = self.lease_clock()
             try:
                 try:
@@ -217,6 +230,50 @@ class Database:
         self.warn_once(f"{op}:{type(error).__name__}", str(error))
         return error
 
+    def replaced(self) -> str | None:
+        """Why the path no longer names the file this process opened; ``None`` if it does.
+
+        One ``os.stat`` of the path, compared with the device and inode seen at open.
+        """
+        if self._file_id is None:
+            return None
+        try:
+            now = _file_id(self.path, missing_ok=False)
+        except FileNotFoundError:
+            return "the file was deleted or moved away since this process opened it"
+        except OSError as exc:
+            return f"the path cannot be checked ({exc.strerror})"
+        if now != self._file_id:
+            return "the path now names another file (the one this process opened was replaced)"
+        return None
+
+    def check_file(self) -> None:
+        """Log an error, once per condition, if the path no longer names the opened file."""
+        reason = self.replaced()
+        if reason is None:
+            self._replaced_logged = False
+        elif not self._replaced_logged:
+            self._replaced_logged = True
+            logger.error(
+                "sqliteq: %s: %s; adds are refused, jobs already in it can still be taken and "
+                "finished by this process",
+                self.path,
+                reason,
+            )
+
+    def _check_before_write(self, op: str) -> None:
+        """Log if the path names another file now; refuse ``op`` then if it is an add."""
+        reason = self.replaced()
+        if reason is None:
+            self._replaced_logged = False
+            return
+        self.check_file()
+        if op not in ADDS:
+            return  # jobs already in the file this process has open can still be finished
+        raise ReplacedDatabaseError(
+            self.path, op, f"{reason}; nothing was added (reopen the file to add jobs)"
+        )
+
     def _credit_stall(self, conn: sqlite3.Connection, since: int) -> None:
         """Give the leases alive at ``since`` the time the file was locked since then."""
         got = self.lease_clock()
@@ -271,3 +328,13 @@ def _is_corrupt(exc: sqlite3.Error) -> bool:
         return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
     text = str(exc)
     return "malformed" in text or "not a database" in text
+
+
+def _file_id(path: str, *, missing_ok: bool = True) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise
+    return (st.st_dev, st.st_ino)

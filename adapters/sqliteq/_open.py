@@ -37,6 +37,9 @@ _OUR_TABLES = frozenset({"jobs", "queues"})
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 _CREATE_HINT = " (open it with create=True to set it up as one)"
+# Files up to this size get PRAGMA integrity_check (which also checks that every index matches
+# its table); larger ones the faster quick_check. Both read every page.
+INTEGRITY_CHECK_MAX_BYTES = 64 * 1024 * 1024
 
 
 def open_database(
@@ -164,6 +167,7 @@ def _check_file(path: str, create: bool, read_only: bool = False) -> None:
             raise RefusedDatabaseError(path, f"cannot be read ({exc.strerror})") from exc
         if len(header) < _HEADER_SIZE or not header.startswith(_MAGIC):
             raise NotADatabaseError(path, "is not a SQLite database (no SQLite header)")
+        _check_size(path, header, size, wal_bytes=_size_or_zero(wal))
     if wal.exists():
         # Someone may have it open: read through the WAL like any reader (no new files made).
         _inspect(path, "mode=ro", create, read_only)
@@ -196,7 +200,9 @@ def _inspect(path: str, uri_query: str, create: bool, read_only: bool = False) -
                 f"({_sql.SCHEMA_VERSION}); it was not upgraded, since it was opened read-only "
                 f"(open it once read-write, with sqliteq.new, to upgrade it)",
             )
-        problems = [row[0] for row in conn.execute(_sql.QUICK_CHECK).fetchmany(3)]
+        size = os.stat(path).st_size
+        check = _sql.INTEGRITY_CHECK if size <= INTEGRITY_CHECK_MAX_BYTES else _sql.QUICK_CHECK
+        problems = [row[0] for row in conn.execute(check).fetchmany(3)]
         conn.execute(_sql.COMMIT)
     except sqlite3.DatabaseError as exc:
         raise _classify(path, exc) from exc
@@ -205,6 +211,40 @@ def _inspect(path: str, uri_query: str, create: bool, read_only: bool = False) -
     if problems != ["ok"]:
         detail = "; ".join(str(p) for p in problems)
         raise CorruptDatabaseError(path, f"is damaged (integrity check: {detail})")
+
+
+def _size_or_zero(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _check_size(path: str, header: bytes, size: int, *, wal_bytes: int) -> None:
+    """Raise if the file's size disagrees with its header: a truncated or extended copy.
+
+    The page size is bytes 16-17 of the header (1 means 65536); bytes 28-31 count the pages
+    when bytes 24-27 equal bytes 92-95 (the count is valid). With a non-empty WAL the main
+    file may lag behind its pages, so only a size that is not whole pages is refused then.
+    """
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise CorruptDatabaseError(path, f"is damaged (header page size {page_size})")
+    if size % page_size:
+        raise CorruptDatabaseError(
+            path,
+            f"is damaged: truncated or extended ({size} bytes is not a whole number of "
+            f"{page_size}-byte pages)",
+        )
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96] and pages > 0
+    if valid and not wal_bytes and size != pages * page_size:
+        raise CorruptDatabaseError(
+            path,
+            f"is damaged: truncated or extended ({size} bytes; its header says {pages} pages "
+            f"of {page_size} bytes)",
+        )
 
 
 def _check_identity(path: str, app_id: int, version: int, tables: set[str], create: bool) -> None:

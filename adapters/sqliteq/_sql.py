@@ -83,6 +83,7 @@ __all__ = [
     "EXPIRE_FOREIGN_LEASES",
     "EXTEND_LEASE",
     "INSTALL_CAPACITY",
+    "INTEGRITY_CHECK",
     "JOB_ID_STORED",
     "LIST_DEAD",
     "LIST_QUEUES",
@@ -630,5 +631,7 @@ SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 SET_TEMP_STORE_MEMORY = "PRAGMA temp_store = MEMORY"
 # The read connection and the watcher's connection only read.
 SET_QUERY_ONLY = "PRAGMA query_only = ON"
-# Reads every page once; the last step of deciding that a file is safe to open.
+# Reads every page once; the last step of deciding that a file is safe to open (large files).
 QUICK_CHECK = "PRAGMA quick_check"
+# Also checks that every index matches its table; for files up to INTEGRITY_CHECK_MAX_BYTES.
+INTEGRITY_CHECK = "PRAGMA integrity_check"

@@ -49,8 +49,10 @@ class Watcher:
         interval: float = POLL_INTERVAL,
         *,
         uri_query: str = "",
+        on_tick: Callable[[], None] | None = None,
     ) -> None:
         self._path = path
+        self._on_tick = on_tick  # called on every tick: the check that the path is the file
         self._uri_query = uri_query  # how a read-only file is opened
         self._busy_timeout = busy_timeout
         self._interval = interval
@@ -108,6 +110,8 @@ class Watcher:
         warned = False
         try:
             while not self._stop.wait(self._interval):
+                if self._on_tick is not None:
+                    self._tick()
                 try:
                     version = conn.execute(_sql.DATA_VERSION).fetchone()[0]
                     with self._lock:
@@ -132,6 +136,13 @@ class Watcher:
                         self._notify(sub)
         finally:
             conn.close()
+
+    def _tick(self) -> None:
+        assert self._on_tick is not None
+        try:
+            self._on_tick()
+        except Exception:  # a check must never stop the notifications
+            logger.exception("sqliteq: checking %s failed", self._path)
 
     def _notify(self, sub: _Subscription) -> None:
         try:

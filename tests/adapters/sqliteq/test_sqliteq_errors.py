@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import sqliteq
+from tests.adapters.sqliteq.conftest import corrupt_jobs_pages
 from varmq.testing import FakeWallClock
 
 TIMEOUT = 0.3
@@ -147,23 +148,6 @@ def test_the_default_busy_timeout_is_three_seconds_for_a_whole_call(
     assert 2.9 < took < 4.0
 
 
-def _corrupt_jobs_pages(db_path: Path) -> None:
-    """Overwrite every page of the jobs table and its indexes but the first with garbage."""
-    conn = sqlite3.connect(db_path)
-    pages = [
-        row[0]
-        for row in conn.execute(
-            "SELECT pageno FROM dbstat WHERE name LIKE 'jobs%' AND pagetype <> 'overflow'"
-        )
-    ]
-    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
-    conn.close()
-    with open(db_path, "r+b") as fh:
-        for page in pages:
-            fh.seek((page - 1) * page_size)
-            fh.write(b"\xa5" * page_size)
-
-
 def test_a_take_on_a_file_damaged_while_open_raises_saying_corrupt(db_path: Path) -> None:
     with sqliteq.new(db_path) as setup:
         q = setup.new_queue("work")
@@ -171,7 +155,7 @@ def test_a_take_on_a_file_damaged_while_open_raises_saying_corrupt(db_path: Path
             q.enqueue(b"job %d" % i)
     store = sqliteq.new(db_path)
     q = store.new_queue("work")
-    _corrupt_jobs_pages(db_path)
+    corrupt_jobs_pages(db_path)
     # Another process commits: this connection drops its page cache and reads the file again.
     other = sqlite3.connect(db_path, isolation_level=None)
     other.execute("UPDATE queues SET enqueued = enqueued")
