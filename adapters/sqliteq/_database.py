@@ -52,6 +52,8 @@ _BEGIN_PAUSE = 0.01
 STALL_CREDIT_MIN_MS = 1000
 # The operations that put jobs into the file: refused once the path names another file.
 ADDS = frozenset({"enqueue", "requeue_dead", "open_queue"})
+# Failed attempts further apart than this (ms) are not one stall.
+STALL_GAP_MS = 5000
 # SQLite primary result codes (the sqlite3 module names them only from Python 3.11 on).
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
@@ -69,11 +71,13 @@ class Database:
         busy_timeout: float,
         *,
         lease_clock: Clock | None = None,
+        read_query: str = "",
     ) -> None:
         """``conn`` is the write connection; ``None`` for a file opened read-only.
 
         ``clock`` gives wall-clock milliseconds, ``lease_clock`` the milliseconds lease
-        deadlines are kept in (default: ``clock``).
+        deadlines are kept in (default: ``clock``). ``read_query``: the URI parameters the
+        read connection of a read-only file was opened with.
         """
         self.path = path
         # The file the connections opened (device, inode), taken just after they opened it.
@@ -81,12 +85,14 @@ class Database:
         self._replaced_logged = False  # check_file logged the current replacement
         self.lease_clock: Clock = lease_clock or clock
         # Lease-clock time at which a write of this process first failed to get the write lock
-        # in the current run of failures; None after a success.
+        # in the current run of failures (attempts at most STALL_GAP_MS apart); None after a
+        # success.
         self._blocked_since: int | None = None
+        self._blocked_until = 0  # when the last failed attempt gave up (lease clock)
         self.read_only = conn is None
         # A read-only connection that reads the main file as immutable (no writer had the file
         # open): it is opened again through the WAL once a writer appears.
-        self._immutable = self.read_only and "immutable" in read_only_query(path)
+        self._immutable = self.read_only and "immutable" in read_query
         self.clock = clock
         self.busy_timeout = busy_timeout
         # Protects _conn and _closed: one transaction at a time on the connection (sqlite3
@@ -135,12 +141,16 @@ class Database:
                 try:
                     self._begin_immediate(conn)
                 except sqlite3.OperationalError as exc:
-                    if self._blocked_since is None and _is_busy(exc):
-                        self._blocked_since = asked
+                    if _is_busy(exc):
+                        if self._blocked_since is None or self._gap(asked):
+                            self._blocked_since = asked
+                        self._blocked_until = self.lease_clock()
                     raise
                 try:
                     since, self._blocked_since = self._blocked_since, None
-                    self._credit_stall(conn, asked if since is None else min(since, asked))
+                    if since is None or self._gap(asked):
+                        since = asked
+                    self._credit_stall(conn, min(since, asked))
                     result = body(conn, self.clock())
                     conn.execute(_sql.COMMIT)
                 except BaseException:
@@ -273,6 +283,11 @@ class Database:
         raise ReplacedDatabaseError(
             self.path, op, f"{reason}; nothing was added (reopen the file to add jobs)"
         )
+
+    def _gap(self, asked: int) -> bool:
+        """Whether this process stopped trying for a while before ``asked``: a failure that
+        long ago says nothing about the file being locked since."""
+        return asked - self._blocked_until > STALL_GAP_MS
 
     def _credit_stall(self, conn: sqlite3.Connection, since: int) -> None:
         """Give the leases alive at ``since`` the time the file was locked since then."""

@@ -74,15 +74,16 @@ def open_database(
     return conn
 
 
-def open_read_only(path: str, *, busy_timeout: float) -> sqlite3.Connection:
+def open_read_only(path: str, *, busy_timeout: float, uri_query: str) -> sqlite3.Connection:
     """Check ``path``, then return a connection that reads it and writes nothing, ever.
 
     Nothing is created or changed: no ``-wal``/``-shm`` files, no schema upgrade (a file at
     another schema version raises :class:`~sqliteq.errors.SchemaVersionError` naming both
-    versions). A missing file raises ``FileNotFoundError``.
+    versions). A missing file raises ``FileNotFoundError``. ``uri_query``: from
+    :func:`read_only_query`.
     """
     _check_file(path, create=False, read_only=True)
-    conn = connect(path, busy_timeout=busy_timeout, uri_query=read_only_query(path))
+    conn = connect(path, busy_timeout=busy_timeout, uri_query=uri_query)
     try:
         conn.execute(_sql.SET_QUERY_ONLY)
         conn.execute(_sql.SET_TEMP_STORE_MEMORY)

@@ -84,8 +84,17 @@ def new(
         if create:
             raise ValueError(f"sqliteq: {display}: read_only=True needs create=False")
         lease = clock or host_lease_clock()[1]
-        reader = open_read_only(display, busy_timeout=timeout)
-        db = Database(display, None, reader, clock or wall_clock_ms, timeout, lease_clock=lease)
+        query = read_only_query(display)
+        reader = open_read_only(display, busy_timeout=timeout, uri_query=query)
+        db = Database(
+            display,
+            None,
+            reader,
+            clock or wall_clock_ms,
+            timeout,
+            lease_clock=lease,
+            read_query=query,
+        )
         return Queues(db, timeout)
     wall = clock or wall_clock_ms
     adopt = None
