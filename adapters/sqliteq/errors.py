@@ -54,7 +54,7 @@ class SchemaVersionError(RefusedDatabaseError):
 
 
 class CorruptDatabaseError(RefusedDatabaseError):
-    """The file is a SQLite database that fails its integrity check."""
+    """The file is a SQLite database that fails its integrity check or is truncated."""
 
 
 class StorageUnavailableError(SqliteqError, OSError):
