@@ -2,7 +2,9 @@
 
 Each figure is measured in this process, on a fresh file in a temporary directory, in the same
 run as its baseline; the baseline is what a hand-written ``sqlite3`` program gets for the nearest
-equivalent work (WAL, ``synchronous=NORMAL``, one commit per job, no leases beyond a state):
+equivalent work (WAL, one commit per job, no leases beyond a state). Every scenario runs in
+both durability modes: ``sqliteq.new(path)`` against a baseline with ``synchronous=NORMAL``,
+and ``sqliteq.new(path, durable=True)`` against one with ``synchronous=FULL``:
 
 1. enqueue: ``worker.with_persistent_queue(queues.new_queue(...)).add(None)`` N times (one
    ``BEGIN IMMEDIATE`` transaction each, envelope encoding included); baseline: one
@@ -64,13 +66,14 @@ class Bench:
 
     n: int
     payload: bytes = b""
+    durable: bool = False  # sqliteq durable=True; the baselines use synchronous=FULL
 
 
 # -- one timed run each; every function returns elapsed seconds ---------------------------------
 
 
 def varmq_enqueue(bench: Bench, directory: Path) -> float:
-    queues = sqliteq.new(directory / "jobs.db")
+    queues = sqliteq.new(directory / "jobs.db", durable=bench.durable)
     worker = varmq.new_worker(noop, CONCURRENCY, auto_run=False)
     try:
         stored = queues.new_queue("bench")
@@ -88,7 +91,7 @@ def varmq_enqueue(bench: Bench, directory: Path) -> float:
 
 
 def raw_enqueue(bench: Bench, directory: Path) -> float:
-    conn = _raw_connection(directory / "raw.db")
+    conn = _raw_connection(directory / "raw.db", bench.durable)
     try:
         insert, payload = "INSERT INTO jobs (data, state) VALUES (?, 'ready')", bench.payload
         execute = conn.execute
@@ -104,7 +107,7 @@ def raw_enqueue(bench: Bench, directory: Path) -> float:
 
 
 def _varmq_drain(bench: Bench, directory: Path, fn: Callable[[Any], Any]) -> float:
-    queues = sqliteq.new(directory / "jobs.db")
+    queues = sqliteq.new(directory / "jobs.db", durable=bench.durable)
     worker = varmq.new_worker(fn, CONCURRENCY, auto_run=False)
     try:
         stored = queues.new_queue("bench")
@@ -134,7 +137,7 @@ def varmq_drain_async(bench: Bench, directory: Path) -> float:
 
 
 def raw_claim_delete(bench: Bench, directory: Path) -> float:
-    conn = _raw_connection(directory / "raw.db")
+    conn = _raw_connection(directory / "raw.db", bench.durable)
     try:
         conn.execute("BEGIN")
         conn.executemany(
@@ -166,10 +169,10 @@ def raw_claim_delete(bench: Bench, directory: Path) -> float:
         conn.close()
 
 
-def _raw_connection(path: Path) -> sqlite3.Connection:
+def _raw_connection(path: Path, durable: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("PRAGMA synchronous = FULL" if durable else "PRAGMA synchronous = NORMAL")
     conn.execute(
         "CREATE TABLE jobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL, state TEXT NOT NULL)"
     )
@@ -240,24 +243,28 @@ def main(argv: list[str] | None = None) -> int:
     timed(varmq_enqueue, Bench(min(n, 1_000)))  # warm-up
     timed(varmq_enqueue, bench)  # the payload every baseline stores
     print(f"payload: {len(bench.payload)} bytes {bench.payload!r}")
-    best: dict[tuple[str, str], float] = {}
+    best: dict[tuple[str, bool, str], float] = {}
     for _ in range(repeat):  # varmq and baseline alternate, so both see the same load
-        for scenario in SCENARIOS:
-            for side, run in (("varmq", scenario.varmq), ("baseline", scenario.baseline)):
-                elapsed = timed(run, bench)
-                key = (scenario.name, side)
-                best[key] = min(best.get(key, elapsed), elapsed)
+        for durable in (False, True):
+            run_bench = Bench(n, bench.payload, durable)
+            for scenario in SCENARIOS:
+                for side, run in (("varmq", scenario.varmq), ("baseline", scenario.baseline)):
+                    elapsed = timed(run, run_bench)
+                    key = (scenario.name, durable, side)
+                    best[key] = min(best.get(key, elapsed), elapsed)
     print(f"uptime at end:   {_uptime()}")
     print()
-    print("| Scenario | varmq + sqliteq (jobs/s) | Baseline | Baseline (jobs/s) | Ratio |")
-    print("|---|---:|---|---:|---:|")
-    for scenario in SCENARIOS:
-        rate = n / best[scenario.name, "varmq"]
-        base = n / best[scenario.name, "baseline"]
-        print(
-            f"| {scenario.name} | {rate:,.0f} | {scenario.baseline_name} | {base:,.0f} | "
-            f"{rate / base:.2f} |"
-        )
+    print("| Scenario | Mode | varmq + sqliteq (jobs/s) | Baseline | Baseline (jobs/s) | Ratio |")
+    print("|---|---|---:|---|---:|---:|")
+    for durable in (False, True):
+        mode = "durable=True (FULL)" if durable else "default (NORMAL)"
+        for scenario in SCENARIOS:
+            rate = n / best[scenario.name, durable, "varmq"]
+            base = n / best[scenario.name, durable, "baseline"]
+            print(
+                f"| {scenario.name} | {mode} | {rate:,.0f} | {scenario.baseline_name} | "
+                f"{base:,.0f} | {rate / base:.2f} |"
+            )
     return 0
 
 

@@ -31,6 +31,10 @@ class DeadLetterShelf:
     _dead_letter_limit: int
     _dead_letter_max_age_ms: int
 
+    def _at(self, now: int) -> dict[str, int]:
+        """The times a statement binds: ``now`` (wall clock) and ``lease_now`` (lease clock)."""
+        return {"now": now, "lease_now": self._db.lease_clock()}
+
     def dead_letter(self, ack_id: str, error: str) -> bool:
         """Move the job leased under ``ack_id`` to the dead letters, recording ``error``.
 
@@ -44,7 +48,7 @@ class DeadLetterShelf:
         text = error_text(error)
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, "now": now}
+            params = {"token": ack_id, "queue": self._name, **self._at(now)}
             row = conn.execute(_sql.DEAD_LETTER, params).fetchone()
             if row is None:
                 return False
@@ -110,7 +114,7 @@ class DeadLetterShelf:
                     if row is not None:
                         rows.append(row)
             for _, _, priority, data, job_id in rows:
-                job = {"priority": priority, "data": data, "job_id": job_id, "now": now}
+                job = {"priority": priority, "data": data, "job_id": job_id, **self._at(now)}
                 conn.execute(_sql.REQUEUE_DEAD, {**queue, **job})
             if rows:
                 conn.execute(_sql.ADD_DEAD, {**queue, "delta": -len(rows)})

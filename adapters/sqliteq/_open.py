@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from . import _sql
+from ._clock import WALL, Clock
 from .errors import (
     CorruptDatabaseError,
     ForeignDatabaseError,
@@ -27,7 +28,7 @@ from .errors import (
     SchemaVersionError,
 )
 
-__all__ = ["connect", "open_database"]
+__all__ = ["connect", "open_database", "open_read_only", "read_only_query"]
 
 _MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
@@ -36,14 +37,24 @@ _OUR_TABLES = frozenset({"jobs", "queues"})
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 _CREATE_HINT = " (open it with create=True to set it up as one)"
+# Files up to this size get PRAGMA integrity_check (which also checks that every index matches
+# its table); larger ones the faster quick_check. Both read every page.
+INTEGRITY_CHECK_MAX_BYTES = 64 * 1024 * 1024
 
 
 def open_database(
-    path: str, *, synchronous: str, busy_timeout: float, create: bool
+    path: str,
+    *,
+    synchronous: str,
+    busy_timeout: float,
+    create: bool,
+    lease_clock: tuple[str, Clock, Clock] | None = None,
 ) -> sqlite3.Connection:
     """Check ``path``, then return a read-write connection with the schema up to date.
 
-    ``create``: a missing or blank file may be set up as a new database.
+    ``create``: a missing or blank file may be set up as a new database. ``lease_clock``:
+    ``(identity, lease clock, wall clock)`` of this process; the file's leases are moved onto
+    it if they are on another (``None``: leave them, a test clock).
     """
     _check_file(path, create)
     conn = connect(path, busy_timeout=busy_timeout)
@@ -53,7 +64,7 @@ def open_database(
             raise RefusedDatabaseError(path, f"cannot be switched to WAL mode (got {mode!r})")
         conn.execute(_sql.SET_SYNCHRONOUS.format(level=synchronous))
         conn.execute(_sql.SET_TEMP_STORE_MEMORY)
-        _migrate(conn, path, create)
+        _migrate(conn, path, create, lease_clock)
     except sqlite3.Error as exc:
         conn.close()
         raise RefusedDatabaseError(path, f"cannot be prepared ({exc})") from exc
@@ -61,6 +72,37 @@ def open_database(
         conn.close()
         raise
     return conn
+
+
+def open_read_only(path: str, *, busy_timeout: float, uri_query: str) -> sqlite3.Connection:
+    """Check ``path``, then return a connection that reads it and writes nothing, ever.
+
+    Nothing is created or changed: no ``-wal``/``-shm`` files, no schema upgrade (a file at
+    another schema version raises :class:`~sqliteq.errors.SchemaVersionError` naming both
+    versions). A missing file raises ``FileNotFoundError``. ``uri_query``: from
+    :func:`read_only_query`.
+    """
+    _check_file(path, create=False, read_only=True)
+    conn = connect(path, busy_timeout=busy_timeout, uri_query=uri_query)
+    try:
+        conn.execute(_sql.SET_QUERY_ONLY)
+        conn.execute(_sql.SET_TEMP_STORE_MEMORY)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise RefusedDatabaseError(path, f"cannot be opened ({exc})") from exc
+    return conn
+
+
+def read_only_query(path: str) -> str:
+    """The URI parameters that read ``path`` without creating a file beside it.
+
+    SQLite makes ``-wal`` and ``-shm`` files for any reader of a WAL database, even with
+    ``mode=ro``, unless they exist. When they do, a writer has the file open (or left them):
+    read through them. When they do not, nobody is writing: read the main file as immutable.
+    """
+    if Path(path + "-wal").exists() and Path(path + "-shm").exists():
+        return "mode=ro"
+    return "mode=ro&immutable=1"
 
 
 def _set_wal(conn: sqlite3.Connection, busy_timeout: float) -> object:
@@ -99,7 +141,7 @@ def connect(path: str, *, busy_timeout: float, uri_query: str = "") -> sqlite3.C
         raise RefusedDatabaseError(path, f"cannot be opened ({exc})") from exc
 
 
-def _check_file(path: str, create: bool) -> None:
+def _check_file(path: str, create: bool, read_only: bool = False) -> None:
     """Raise unless ``path`` is a healthy database of ours, or missing or empty and ``create``."""
     wal = Path(path + "-wal")
     try:
@@ -126,23 +168,24 @@ def _check_file(path: str, create: bool) -> None:
             raise RefusedDatabaseError(path, f"cannot be read ({exc.strerror})") from exc
         if len(header) < _HEADER_SIZE or not header.startswith(_MAGIC):
             raise NotADatabaseError(path, "is not a SQLite database (no SQLite header)")
+        _check_size(path, header, size, wal_bytes=_size_or_zero(wal))
     if wal.exists():
         # Someone may have it open: read through the WAL like any reader (no new files made).
-        _inspect(path, "mode=ro", create)
+        _inspect(path, "mode=ro", create, read_only)
         return
     # No WAL file: the main file is the whole database. immutable=1 reads it without creating
     # -wal/-shm files beside a file we may end up refusing.
     try:
-        _inspect(path, "immutable=1", create)
+        _inspect(path, "immutable=1", create, read_only)
     except RefusedDatabaseError:
         if not (wal.exists() or Path(path + "-shm").exists()):
             raise
         # Another process opened and wrote it while we looked (an immutable look takes no
         # lock, so it can see a checkpoint half done); look again the normal way.
-        _inspect(path, "mode=ro", create)
+        _inspect(path, "mode=ro", create, read_only)
 
 
-def _inspect(path: str, uri_query: str, create: bool) -> None:
+def _inspect(path: str, uri_query: str, create: bool, read_only: bool = False) -> None:
     conn = connect(path, busy_timeout=1.0, uri_query=uri_query)
     try:
         # One read transaction: the header and the table list from the same snapshot.
@@ -151,7 +194,16 @@ def _inspect(path: str, uri_query: str, create: bool) -> None:
         version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
         tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
         _check_identity(path, app_id, version, tables, create)
-        problems = [row[0] for row in conn.execute(_sql.QUICK_CHECK).fetchmany(3)]
+        if read_only and version != _sql.SCHEMA_VERSION:
+            raise SchemaVersionError(
+                path,
+                f"has sqliteq schema version {version}, older than this sqliteq's "
+                f"({_sql.SCHEMA_VERSION}); it was not upgraded, since it was opened read-only "
+                f"(open it once read-write, with sqliteq.new, to upgrade it)",
+            )
+        size = os.stat(path).st_size
+        check = _sql.INTEGRITY_CHECK if size <= INTEGRITY_CHECK_MAX_BYTES else _sql.QUICK_CHECK
+        problems = [row[0] for row in conn.execute(check).fetchmany(3)]
         conn.execute(_sql.COMMIT)
     except sqlite3.DatabaseError as exc:
         raise _classify(path, exc) from exc
@@ -160,6 +212,40 @@ def _inspect(path: str, uri_query: str, create: bool) -> None:
     if problems != ["ok"]:
         detail = "; ".join(str(p) for p in problems)
         raise CorruptDatabaseError(path, f"is damaged (integrity check: {detail})")
+
+
+def _size_or_zero(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _check_size(path: str, header: bytes, size: int, *, wal_bytes: int) -> None:
+    """Raise if the file's size disagrees with its header: a truncated or extended copy.
+
+    The page size is bytes 16-17 of the header (1 means 65536); bytes 28-31 count the pages
+    when bytes 24-27 equal bytes 92-95 (the count is valid). With a non-empty WAL the main
+    file may lag behind its pages, so only a size that is not whole pages is refused then.
+    """
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise CorruptDatabaseError(path, f"is damaged (header page size {page_size})")
+    if size % page_size:
+        raise CorruptDatabaseError(
+            path,
+            f"is damaged: truncated or extended ({size} bytes is not a whole number of "
+            f"{page_size}-byte pages)",
+        )
+    pages = int.from_bytes(header[28:32], "big")
+    valid = header[24:28] == header[92:96] and pages > 0
+    if valid and not wal_bytes and size != pages * page_size:
+        raise CorruptDatabaseError(
+            path,
+            f"is damaged: truncated or extended ({size} bytes; its header says {pages} pages "
+            f"of {page_size} bytes)",
+        )
 
 
 def _check_identity(path: str, app_id: int, version: int, tables: set[str], create: bool) -> None:
@@ -206,7 +292,12 @@ def _classify(path: str, exc: sqlite3.DatabaseError) -> RefusedDatabaseError:
     return RefusedDatabaseError(path, f"cannot be read ({text})")
 
 
-def _migrate(conn: sqlite3.Connection, path: str, create: bool) -> None:
+def _migrate(
+    conn: sqlite3.Connection,
+    path: str,
+    create: bool,
+    lease_clock: tuple[str, Clock, Clock] | None = None,
+) -> None:
     """Bring the schema to SCHEMA_VERSION in one write transaction (a no-op when current)."""
     conn.execute(_sql.BEGIN_IMMEDIATE)
     try:
@@ -227,8 +318,29 @@ def _migrate(conn: sqlite3.Connection, path: str, create: bool) -> None:
         if version < _sql.SCHEMA_VERSION:
             conn.execute(_sql.SET_APPLICATION_ID.format(value=_sql.APPLICATION_ID))
             conn.execute(_sql.SET_USER_VERSION.format(value=_sql.SCHEMA_VERSION))
+        if lease_clock is not None:
+            _adopt_lease_clock(conn, *lease_clock)
         conn.execute(_sql.COMMIT)
     except BaseException:
         if conn.in_transaction:
             conn.execute(_sql.ROLLBACK)
         raise
+
+
+def _adopt_lease_clock(
+    conn: sqlite3.Connection, identity: str, lease_clock: Clock, wall_clock: Clock
+) -> None:
+    """Put the file's leases on this host's lease clock, inside the open's transaction.
+
+    Wall-clock leases (files before version 4, or written where there is no boot id) keep the
+    time they had left; leases on another clock or from another boot have run out.
+    """
+    stored = str(conn.execute(_sql.READ_LEASE_CLOCK).fetchone()[0])
+    if stored == identity:
+        return
+    times = {"now": wall_clock(), "lease_now": lease_clock()}
+    if stored == WALL:
+        conn.execute(_sql.CONVERT_WALL_LEASES, times)
+    else:
+        conn.execute(_sql.EXPIRE_FOREIGN_LEASES, times)
+    conn.execute(_sql.SET_LEASE_CLOCK, {"identity": identity})

@@ -7,13 +7,16 @@ so there is no reaper thread and opening a queue never steals live jobs. Delayed
 timer either: a take first promotes the due ones (one indexed ``UPDATE``). The dead-letter
 shelf is in :mod:`sqliteq._dead`, the four kinds of queue in :mod:`sqliteq._kinds`.
 
-Storage failures never raise from these methods: they return the "nothing" value of the
-method and log a warning once (see :class:`~sqliteq._database.Database`). Bad arguments do
-raise, before anything is written, by the rules of :mod:`sqliteq._checks`.
+A method that cannot get an answer from the file raises
+:class:`~sqliteq.errors.StorageUnavailableError` naming the file and the operation, with
+nothing done (see :class:`~sqliteq._database.Database`); its answers (``[]``, ``None``,
+``False``, ``0``) always mean what they say. Bad arguments raise, before anything is
+written, by the rules of :mod:`sqliteq._checks`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,7 +27,7 @@ from ._database import Database
 from ._dead import DeadLetterShelf
 from ._retention import DONE, keep_within
 from ._watch import Watcher
-from .errors import ClosedError, SqliteqError
+from .errors import ClosedError
 
 __all__ = ["StoredQueue"]
 
@@ -75,7 +78,7 @@ class StoredQueue(DeadLetterShelf):
         transaction, so concurrent enqueues from any number of connections never exceed it.
         The first capacity set on a file installs the counter that makes the check cheap
         (one write transaction, a count of the ready jobs); raises
-        :class:`~sqliteq.errors.SqliteqError` if that fails.
+        :class:`~sqliteq.errors.StorageUnavailableError` if that fails (retry it).
         """
         check(self._subject, "capacity", capacity)
         if capacity:
@@ -90,15 +93,8 @@ class StoredQueue(DeadLetterShelf):
                 for statement in _sql.INSTALL_CAPACITY:
                     conn.execute(statement)
 
-        try:
-            self._db.transaction(body)
-        except ClosedError:
-            pass  # nothing can be enqueued through a closed file
-        except sqlite3.Error as exc:
-            raise SqliteqError(
-                f"sqliteq: queue {self._name!r} in {self._db.path}: cannot set a capacity: "
-                f"{exc}; retry set_capacity"
-            ) from exc
+        with contextlib.suppress(ClosedError):  # nothing can be enqueued through a closed file
+            self._db.transaction(body, "set_capacity")
 
     def _add(self, item: Any, priority: int, job_id: str | None, wait_ms: int = 0) -> bool:
         """Store the checked ``item``; the kinds check ``priority`` and ``job_id`` first."""
@@ -122,7 +118,7 @@ class StoredQueue(DeadLetterShelf):
             if capacity and self._is_full(conn, now, capacity):
                 # A job id that is already stored is there: not a refusal (as without a limit).
                 return job_id is not None and self._is_stored(conn, job_id)
-            added = conn.execute(statement, {**params, "now": now}).rowcount == 1
+            added = conn.execute(statement, {**params, **self._at(now)}).rowcount == 1
             if added and wait_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
                 conn.execute(_sql.BUMP_ENQUEUED, params)
             return True
@@ -165,7 +161,7 @@ class StoredQueue(DeadLetterShelf):
         return int(check(self._subject, "priority", priority))
 
     def _is_full(self, conn: sqlite3.Connection, now: int, capacity: int) -> bool:
-        params = {"queue": self._name, "now": now, "capacity": capacity}
+        params = {"queue": self._name, **self._at(now), "capacity": capacity}
         return int(conn.execute(_sql.COUNT_WAITING, params).fetchone()[0]) >= capacity
 
     def _is_stored(self, conn: sqlite3.Connection, job_id: str) -> bool:
@@ -181,7 +177,7 @@ class StoredQueue(DeadLetterShelf):
             return []
 
         def body(conn: sqlite3.Connection, now: int) -> list[Any]:
-            params = {"queue": self._name, "now": now, "lease_ms": self._lease_ms, "n": n}
+            params = {"queue": self._name, **self._at(now), "lease_ms": self._lease_ms, "n": n}
             conn.execute(_sql.PROMOTE_DUE, params)
             return conn.execute(_sql.CLAIM, params).fetchall()
 
@@ -206,8 +202,8 @@ class StoredQueue(DeadLetterShelf):
         statement = _sql.TAKE_DELETE if self._remove_on_complete else _sql.TAKE_DONE
 
         def body(conn: sqlite3.Connection, now: int) -> bytes | None:
-            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, "now": now})
-            row = conn.execute(statement, {"queue": self._name, "now": now}).fetchone()
+            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._at(now)})
+            row = conn.execute(statement, {"queue": self._name, **self._at(now)}).fetchone()
             if row is None:
                 return None
             if not self._remove_on_complete:
@@ -235,7 +231,7 @@ class StoredQueue(DeadLetterShelf):
                 if not isinstance(ack_id, str):
                     results.append(False)
                     continue
-                params = {"token": ack_id, "queue": self._name, "now": now}
+                params = {"token": ack_id, "queue": self._name, **self._at(now)}
                 results.append(conn.execute(statement, params).rowcount == 1)
             if not self._remove_on_complete and any(results):
                 self._keep_done(conn, now, sum(results))
@@ -249,7 +245,12 @@ class StoredQueue(DeadLetterShelf):
             return False
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, "now": now, "lease_ms": self._lease_ms}
+            params = {
+                "token": ack_id,
+                "queue": self._name,
+                **self._at(now),
+                "lease_ms": self._lease_ms,
+            }
             return bool(conn.execute(_sql.EXTEND_LEASE, params).rowcount == 1)
 
         return self._db.write("extend_lease", body, False)
@@ -267,10 +268,31 @@ class StoredQueue(DeadLetterShelf):
             return False
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, "now": now, "delay_ms": wait_ms}
+            params = {"token": ack_id, "queue": self._name, **self._at(now), "delay_ms": wait_ms}
             return bool(conn.execute(_sql.NACK, params).rowcount == 1)
 
         return self._db.write("nack", body, False)
+
+    def release(self, ack_id: str) -> bool:
+        """Give back the job leased under ``ack_id``, which was never started, at once.
+
+        In one transaction the job goes back to its place in line (priority, availability and
+        order unchanged, as when its lease expires), available now, and this delivery does not
+        count: the next take reports the same attempt again. Distributed queues hear
+        ``"enqueued"``. Fenced like ``acknowledge``: ``False`` when the lease is unknown,
+        expired or taken over. Works after ``close()``.
+        """
+        if not isinstance(ack_id, str):
+            return False
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            params = {"token": ack_id, "queue": self._name, **self._at(now)}
+            if conn.execute(_sql.RELEASE, params).rowcount != 1:
+                return False
+            conn.execute(_sql.BUMP_ENQUEUED, params)
+            return True
+
+        return self._db.write("release", body, False)
 
     def _keep_done(self, conn: sqlite3.Connection, now: int, added: int) -> None:
         """Count ``added`` completed jobs and drop those beyond the retention bounds."""
@@ -285,7 +307,9 @@ class StoredQueue(DeadLetterShelf):
             return 0
 
         def body(conn: sqlite3.Connection, now: int) -> int:
-            row = conn.execute(_sql.COUNT_TAKEABLE, {"queue": self._name, "now": now}).fetchone()
+            row = conn.execute(
+                _sql.COUNT_TAKEABLE, {"queue": self._name, **self._at(now)}
+            ).fetchone()
             return int(row[0])
 
         return self._db.read("len", body, 0)
@@ -296,7 +320,7 @@ class StoredQueue(DeadLetterShelf):
             return []
 
         def body(conn: sqlite3.Connection, now: int) -> list[bytes]:
-            rows = conn.execute(_sql.VALUES_TAKEABLE, {"queue": self._name, "now": now})
+            rows = conn.execute(_sql.VALUES_TAKEABLE, {"queue": self._name, **self._at(now)})
             return [bytes(row[0]) for row in rows]
 
         return self._db.read("values", body, [])
@@ -319,7 +343,7 @@ class StoredQueue(DeadLetterShelf):
         }
 
         def body(conn: sqlite3.Connection, now: int) -> QueueStats:
-            row = conn.execute(_sql.STATS, {"queue": self._name, "now": now}).fetchone()
+            row = conn.execute(_sql.STATS, {"queue": self._name, **self._at(now)}).fetchone()
             waiting, in_flight, oldest, due, later, oldest_due, dead = row
             oldest_at = min((t for t in (oldest, oldest_due) if t is not None), default=now)
             return {
@@ -337,8 +361,8 @@ class StoredQueue(DeadLetterShelf):
         can still ack them; delayed jobs that are not due stay delayed."""
 
         def body(conn: sqlite3.Connection, now: int) -> None:
-            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, "now": now})
-            conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, "now": now})
+            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._at(now)})
+            conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, **self._at(now)})
 
         self._db.write("purge", body, None)
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import _sql
-from ._checks import QueueOptions, check_name, queue_settings
-from ._database import Clock, Database
+from ._checks import QueueOptions, QueueSettings, check_name, queue_settings
+from ._clock import Clock, host_lease_clock, wall_clock_ms
+from ._database import Database
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
-from ._open import connect, open_database
+from ._open import connect, open_database, open_read_only, read_only_query
 from ._queue import StoredQueue
 from ._topics import Topics
 from ._watch import Watcher
@@ -29,28 +29,43 @@ URL_SCHEMES = ("sqlite",)
 Q = TypeVar("Q", bound=StoredQueue)
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
+DEFAULT_BUSY_TIMEOUT = 3.0
+"""Seconds a call waits, in all, for another connection's write lock before it raises."""
+
+MAX_BUSY_TIMEOUT = 600.0
+"""The longest ``busy_timeout`` accepted (seconds)."""
 
 
 def new(
     path: str | os.PathLike[str],
     *,
-    synchronous: str = "NORMAL",
-    busy_timeout: float = 5.0,
+    durable: bool = False,
+    synchronous: str | None = None,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     clock: Clock | None = None,
     create: bool = True,
+    read_only: bool = False,
 ) -> Queues:
     """Open (or create) the sqliteq database at ``path``.
 
-    ``synchronous``: ``"NORMAL"`` (default; in WAL mode a committed job survives a crash of the
-    process, but the last commits may be lost on power failure or OS crash) or ``"FULL"``
-    (also survives power loss, at the cost of an fsync per commit). ``busy_timeout``: seconds a
-    write waits for another process's write lock. ``clock``: integer wall-clock milliseconds,
-    the only source of time for stored deadlines (leases); replace it in tests. ``create``:
-    set up a missing or empty file as a new database (the default); with ``False``, a missing
-    file raises ``FileNotFoundError`` and an empty one, or a SQLite database without tables,
-    :class:`~sqliteq.errors.NotADatabaseError`.
+    ``durable``: ``False`` (default) commits with ``synchronous=NORMAL``: in WAL mode a
+    committed job survives a crash of the process, but the last commits may be lost on power
+    failure or an OS crash. ``True`` commits with ``synchronous=FULL``: a committed job also
+    survives power loss, at the cost of an fsync per commit. ``synchronous`` sets the SQLite
+    level directly instead (``OFF``, ``NORMAL``, ``FULL``, ``EXTRA``); do not give both.
+    ``busy_timeout``: seconds a call waits in all for another connection's write lock before
+    it raises :class:`~sqliteq.errors.StorageUnavailableError` (default 3, at most 600).
+    ``clock``: integer milliseconds, the only source of time for stored times and deadlines,
+    leases included; replace it in tests. By default due times are wall-clock and leases are
+    on the host's boot-time clock, tagged with its boot id (see ``docs/sqliteq.md``).
+    ``create``: set up a missing or empty file as a new database (the default); with
+    ``False``, a missing file raises ``FileNotFoundError`` and an empty one, or a SQLite
+    database without tables, :class:`~sqliteq.errors.NotADatabaseError`.
+    ``read_only``: look without writing anything (needs ``create=False``): the file is read
+    with a ``mode=ro`` URI, no ``-wal``/``-shm`` files are made, no schema step runs (a file at
+    another schema version raises :class:`~sqliteq.errors.SchemaVersionError` naming both),
+    queues are opened only if they exist, and writes raise
+    :class:`~sqliteq.errors.ReadOnlyError`.
 
     Raises :class:`~sqliteq.errors.RefusedDatabaseError` (and subclasses) for a file that is not
     a SQLite database, belongs to another application, is damaged, or has a newer schema; the
@@ -62,38 +77,90 @@ def new(
             f"sqliteq: {display!r} is not a file path; sqliteq needs a database file that "
             f"every connection (and the watcher) can open"
         )
+    level = _synchronous_level(display, durable, synchronous)
+    timeout = check_busy_timeout(display, busy_timeout)
+    if not isinstance(read_only, bool):
+        raise TypeError(f"sqliteq: {display}: read_only={read_only!r}; expected True or False")
+    if read_only:
+        if create:
+            raise ValueError(f"sqliteq: {display}: read_only=True needs create=False")
+        lease = clock or host_lease_clock()[1]
+        query = read_only_query(display)
+        reader = open_read_only(display, busy_timeout=timeout, uri_query=query)
+        db = Database(
+            display,
+            None,
+            reader,
+            clock or wall_clock_ms,
+            timeout,
+            lease_clock=lease,
+            read_query=query,
+        )
+        return Queues(db, timeout)
+    wall = clock or wall_clock_ms
+    adopt = None
+    if clock is None:
+        identity, lease = host_lease_clock()
+        adopt = (identity, lease, wall)
+    else:
+        lease = clock
+    conn = open_database(
+        display, synchronous=level, busy_timeout=timeout, create=bool(create), lease_clock=adopt
+    )
+    try:
+        read_conn = connect(display, busy_timeout=timeout)
+        read_conn.execute(_sql.SET_TEMP_STORE_MEMORY)
+        read_conn.execute(_sql.SET_QUERY_ONLY)
+    except BaseException:
+        conn.close()
+        raise
+    db = Database(display, conn, read_conn, wall, timeout, lease_clock=lease)
+    return Queues(db, timeout)
+
+
+def _synchronous_level(path: str, durable: object, synchronous: object) -> str:
+    if not isinstance(durable, bool):
+        raise TypeError(f"sqliteq: {path}: durable={durable!r}; expected True or False")
+    if synchronous is None:
+        return "FULL" if durable else "NORMAL"
+    if durable:
+        raise ValueError(
+            f"sqliteq: {path}: give durable=True or synchronous={synchronous!r}, not both"
+        )
     level = synchronous.upper() if isinstance(synchronous, str) else ""
     if level not in _sql.SYNCHRONOUS_LEVELS:
         raise ValueError(
             f"sqliteq: synchronous={synchronous!r}; expected one of "
             f"{', '.join(sorted(_sql.SYNCHRONOUS_LEVELS))}"
         )
-    if not (isinstance(busy_timeout, (int, float)) and busy_timeout >= 0):
-        raise ValueError(f"sqliteq: busy_timeout={busy_timeout!r}; expected seconds >= 0")
-    conn = open_database(
-        display, synchronous=level, busy_timeout=float(busy_timeout), create=bool(create)
-    )
-    try:
-        read_conn = connect(display, busy_timeout=float(busy_timeout))
-        read_conn.execute(_sql.SET_TEMP_STORE_MEMORY)
-        read_conn.execute(_sql.SET_QUERY_ONLY)
-    except BaseException:
-        conn.close()
-        raise
-    db = Database(display, conn, read_conn, clock or _wall_clock_ms)
-    return Queues(db, float(busy_timeout))
+    return level
 
 
-def open_url(url: str, *, create: bool = False) -> Queues:
+def check_busy_timeout(path: str, busy_timeout: object) -> float:
+    """``busy_timeout`` as seconds: a finite int or float from 0 to MAX_BUSY_TIMEOUT."""
+    if isinstance(busy_timeout, bool) or not isinstance(busy_timeout, (int, float)):
+        raise TypeError(
+            f"sqliteq: {path}: busy_timeout={busy_timeout!r}; expected seconds (int or float)"
+        )
+    if not (0 <= busy_timeout <= MAX_BUSY_TIMEOUT):  # also refuses NaN
+        raise ValueError(
+            f"sqliteq: {path}: busy_timeout={busy_timeout!r}; expected seconds from 0 to "
+            f"{MAX_BUSY_TIMEOUT:g}"
+        )
+    return float(busy_timeout)
+
+
+def open_url(url: str, *, create: bool = False, read_only: bool = False) -> Queues:
     """Open the sqliteq database that ``url`` names, for operator tools.
 
     ``url`` is a plain path or ``sqlite:relative/path``, ``sqlite://relative/path`` or
     ``sqlite:///absolute/path``. Unlike :func:`new`, nothing is created unless ``create`` is
     true: a missing file raises ``FileNotFoundError`` naming it, and an empty file or a SQLite
     database without tables raises :class:`~sqliteq.errors.NotADatabaseError`, leaving it as
-    it was. Other refusals are those of :func:`new`.
+    it was. ``read_only=True`` opens it as :func:`new` does with ``read_only=True``: nothing
+    is written, not even ``-wal``/``-shm`` files. Other refusals are those of :func:`new`.
     """
-    return new(_path_of(url), create=create)
+    return new(_path_of(url), create=create, read_only=read_only)
 
 
 def _path_of(url: str) -> str:
@@ -114,7 +181,8 @@ class Queues:
 
     def __init__(self, db: Database, busy_timeout: float) -> None:
         self._db = db
-        self._watcher = Watcher(db.path, busy_timeout)
+        query = read_only_query(db.path) if db.read_only else ""
+        self._watcher = Watcher(db.path, busy_timeout, uri_query=query, on_tick=db.check_file)
 
     def __repr__(self) -> str:
         state = "closed" if self._db.closed else "open"
@@ -160,14 +228,15 @@ class Queues:
     def list_queues(self) -> list[tuple[str, str]]:
         """``(name, kind)`` of every queue ever created in the file, by name.
 
-        ``kind`` is ``"fifo"`` or ``"priority"``. Raises ``sqlite3.Error`` if the file cannot
-        be read and :class:`~sqliteq.errors.ClosedError` once closed.
+        ``kind`` is ``"fifo"`` or ``"priority"``. Raises
+        :class:`~sqliteq.errors.StorageUnavailableError` if the file cannot be read and
+        :class:`~sqliteq.errors.ClosedError` once closed.
         """
 
         def body(conn: sqlite3.Connection, now: int) -> list[tuple[str, str]]:
             return [(str(name), str(kind)) for name, kind in conn.execute(_sql.LIST_QUEUES)]
 
-        return self._db.query(body)
+        return self._db.query(body, "list_queues")
 
     def open_queue(
         self, name: str, **options: Unpack[QueueOptions]
@@ -184,7 +253,7 @@ class Queues:
             row = conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()
             return None if row is None else str(row[0])
 
-        kind = self._db.query(body)
+        kind = self._db.query(body, "open_queue")
         if kind is None:
             raise QueueNotFoundError(self._db.path, name)
         if kind == "priority":
@@ -206,17 +275,28 @@ class Queues:
         check_name(f"sqliteq: {self._db.path}", name)
         settings = queue_settings(f"sqliteq: queue {name!r} in {self._db.path}", options)
         kind = "priority" if issubclass(cls, PriorityQueue) else "fifo"
+        if self._db.read_only:
+            return self._open_existing(cls, name, kind, settings)
 
         def body(conn: sqlite3.Connection, now: int) -> str:
             conn.execute(_sql.REGISTER_QUEUE, {"queue": name, "kind": kind})
             return str(conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()[0])
 
-        try:
-            stored = self._db.transaction(body)
-        except sqlite3.Error as exc:
-            raise SqliteqError(
-                f"sqliteq: cannot open queue {name!r} in {self._db.path}: {exc}"
-            ) from exc
+        stored = self._db.transaction(body, "open_queue")
+        if stored != kind:
+            raise QueueKindError(self._db.path, name, stored, kind)
+        return cls(self._db, name, settings, watcher=self._watcher)
+
+    def _open_existing(self, cls: type[Q], name: str, kind: str, settings: QueueSettings) -> Q:
+        """Open ``name`` without writing (a read-only file): it must exist, as ``kind``."""
+
+        def body(conn: sqlite3.Connection, now: int) -> str | None:
+            row = conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()
+            return None if row is None else str(row[0])
+
+        stored = self._db.query(body, "open_queue")
+        if stored is None:
+            raise QueueNotFoundError(self._db.path, name)
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
         return cls(self._db, name, settings, watcher=self._watcher)

@@ -4,7 +4,7 @@ No I/O here. Each statement is a named constant; the comment above it names the 
 relies on. Parameters are always bound by name (``:queue``, ``:now``), never interpolated, so
 a queue name may be any text.
 
-Layout (schema version 3)
+Layout (schema version 5)
     ``queues``  one row per queue name: its kind (``fifo`` or ``priority``); ``enqueued``, a
                 counter bumped in every enqueue transaction (the watcher thread compares it to
                 tell subscribers that a job was added); ``done``, how many completed jobs of
@@ -16,15 +16,20 @@ Layout (schema version 3)
                 and ``stats()`` need no count.
     ``jobs``    one row per job of every queue. ``state`` is ``ready``, ``delayed`` (version 3),
                 ``leased`` or ``done``. A job is *takeable* when it is ready, or leased with
-                ``lease_until <= now`` (an expired lease); a delayed job becomes ready once
+                ``lease_until <= lease_now`` (an expired lease); a delayed job becomes ready once
                 ``available_at <= now``: every take, ``dequeue`` and ``purge`` first promotes
                 the queue's due delayed jobs (PROMOTE_DUE), and reads (``len``, ``values``,
-                ``stats``) count a due delayed job as waiting. Times are integer milliseconds
-                from the adapter's clock. ``id`` is the rowid: a new row always gets an id
-                larger than every stored row (no AUTOINCREMENT table).
+                ``stats``) count a due delayed job as waiting. Times are integer milliseconds:
+                ``lease_until`` on the lease clock (``:lease_now``; version 4: the host's
+                boot-time clock, see ``host``), the others on the wall clock (``:now``).
+                ``id`` is the rowid: a new row always gets an id larger than every stored row
+                (no AUTOINCREMENT table).
     ``dead_letters`` (version 3) one row per dead letter: the job's queue, priority, data,
                 job_id and attempts, the error text and ``dead_at`` (adapter clock, ms). Its
                 ``id`` (AUTOINCREMENT, never reused) is the dead letter's key.
+    ``host``    (version 4) one row: which clock ``lease_until`` is on, and the end of the last
+                write-lock stall given back to the leases.
+    ``topic_bindings`` (version 5) one row per ``(pattern, queue)`` binding of the file's topics.
 
 Take order
     ``(priority, available_at, id)``. A plain enqueue's ``available_at`` is its enqueue time; a
@@ -64,6 +69,8 @@ __all__ = [
     "CAPACITY_INSTALLED",
     "CLAIM",
     "COMMIT",
+    "CONVERT_WALL_LEASES",
+    "CREDIT_STALLED_LEASES",
     "COUNT_TAKEABLE",
     "COUNT_WAITING",
     "DATA_VERSION",
@@ -75,8 +82,10 @@ __all__ = [
     "ENQUEUE",
     "ENQUEUE_DEDUP",
     "ENQUEUE_DELAYED",
+    "EXPIRE_FOREIGN_LEASES",
     "EXTEND_LEASE",
     "INSTALL_CAPACITY",
+    "INTEGRITY_CHECK",
     "JOB_ID_STORED",
     "LIST_DEAD",
     "LIST_QUEUES",
@@ -94,13 +103,18 @@ __all__ = [
     "QUICK_CHECK",
     "READ_APPLICATION_ID",
     "READ_USER_VERSION",
+    "READ_LEASE_CLOCK",
     "REGISTER_QUEUE",
+    "RELEASE",
     "REQUEUE_DEAD",
     "ROLLBACK",
     "SCHEMA_VERSION",
     "SET_APPLICATION_ID",
     "SET_JOURNAL_WAL",
+    "SET_LEASE_CLOCK",
     "SET_QUERY_ONLY",
+    "SET_STALL_CREDITED",
+    "SET_BUSY_TIMEOUT",
     "SET_SYNCHRONOUS",
     "SET_TEMP_STORE_MEMORY",
     "SET_USER_VERSION",
@@ -231,6 +245,30 @@ CREATE INDEX dead_letters_age ON dead_letters (queue, dead_at, id)"""
 
 _ADD_QUEUES_DEAD = "ALTER TABLE queues ADD COLUMN dead INTEGER NOT NULL DEFAULT 0"
 
+# Version 4: one row about the host's lease clock. ``lease_clock`` names the clock of every
+# lease_until in the file ("wall", or "<clock>:<boot id>"); a process whose lease clock is
+# another converts or expires the leases when it opens the file (see _open._adopt_lease_clock).
+# ``stall_credited_until`` (lease clock, ms): the end of the last write-lock stall whose time
+# was given back to the leases (CREDIT_STALLED_LEASES), so no stall is credited twice.
+_CREATE_HOST = """
+CREATE TABLE host (
+    id                   INTEGER PRIMARY KEY CHECK (id = 1),
+    lease_clock          TEXT    NOT NULL,
+    stall_credited_until INTEGER NOT NULL DEFAULT 0
+)"""
+
+# Files before version 4 kept leases on wall time.
+_FILL_HOST = "INSERT INTO host (id, lease_clock) VALUES (1, 'wall')"
+
+# Version 5: every (pattern, queue) topic binding of the file, made through any connection. Its
+# primary key is the only index; a publish reads the whole table (bindings are few).
+_CREATE_TOPIC_BINDINGS = """
+CREATE TABLE topic_bindings (
+    pattern TEXT NOT NULL,
+    queue   TEXT NOT NULL,
+    PRIMARY KEY (pattern, queue)
+) WITHOUT ROWID"""
+
 # Applied in order; entry i brings a file from user_version i to i + 1, in one transaction.
 # Earlier entries stay exactly as that version wrote them: a new file runs them all.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -257,6 +295,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CREATE_DEAD_LETTERS_AGE,
         _ADD_QUEUES_DEAD,
     ),
+    (_CREATE_HOST, _FILL_HOST),
+    (_CREATE_TOPIC_BINDINGS,),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -321,10 +361,32 @@ READ_USER_VERSION = "PRAGMA user_version"
 # PRAGMA values cannot be bound; both are formatted from integers only.
 SET_APPLICATION_ID = "PRAGMA application_id = {value:d}"
 SET_USER_VERSION = "PRAGMA user_version = {value:d}"
-# sqlite_master is scanned; it is tiny.
-TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+# sqlite_master is scanned; it is tiny. Views count: a file holding only a view is another
+# application's content, not an empty database.
+TABLE_NAMES = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')"
 # Changes whenever another connection (any process) commits; costs no page read.
 DATA_VERSION = "PRAGMA data_version"
+
+# --- the lease clock (version 4) -------------------------------------------------------------
+
+# host primary key (one row).
+READ_LEASE_CLOCK = "SELECT lease_clock, stall_credited_until FROM host WHERE id = 1"
+# host primary key.
+SET_LEASE_CLOCK = "UPDATE host SET lease_clock = :identity, stall_credited_until = 0 WHERE id = 1"
+# Full scan of the leased jobs (no index by state alone; run once, when the lease clock of the
+# file changes): wall-clock deadlines become lease-clock ones with the same time left.
+CONVERT_WALL_LEASES = """
+UPDATE jobs SET lease_until = lease_until - :now + :lease_now WHERE state = 'leased'"""
+# Same scan: leases of another boot (or clock) have run out.
+EXPIRE_FOREIGN_LEASES = "UPDATE jobs SET lease_until = :lease_now WHERE state = 'leased'"
+# Full scan of the leased jobs, run only after a transaction waited a long time for the write
+# lock: the leases alive when the wait began get the part of the wait no earlier credit gave.
+# Nobody could renew a lease while the file was locked, so nobody may take it over for that.
+CREDIT_STALLED_LEASES = """
+UPDATE jobs SET lease_until = lease_until + :credit
+WHERE state = 'leased' AND lease_until > :since"""
+# host primary key.
+SET_STALL_CREDITED = "UPDATE host SET stall_credited_until = :until WHERE id = 1"
 
 BEGIN_IMMEDIATE = "BEGIN IMMEDIATE"
 # A read transaction (deferred): the checks before opening see one snapshot.
@@ -375,7 +437,8 @@ WHERE queue = :queue AND state = 'delayed' AND available_at <= :now"""
 # The takeable test; the literal "state IN ('ready', 'leased')" lets the planner use the
 # partial jobs_line. Ready rows are available (due delayed jobs were promoted first).
 _TAKEABLE = """
-queue = :queue AND state IN ('ready', 'leased') AND (state = 'ready' OR lease_until <= :now)"""
+queue = :queue AND state IN ('ready', 'leased')
+AND (state = 'ready' OR lease_until <= :lease_now)"""
 
 # What a read counts as waiting without promoting: due delayed jobs (jobs_delayed, a range).
 _DUE_DELAYED = "queue = :queue AND state = 'delayed' AND available_at <= :now"
@@ -386,7 +449,7 @@ CLAIM = f"""
 UPDATE jobs
 SET state = 'leased',
     lease_token = lower(hex(randomblob(16))),
-    lease_until = :now + :lease_ms,
+    lease_until = :lease_now + :lease_ms,
     attempts = attempts + 1
 WHERE id IN (
     SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT :n
@@ -408,7 +471,8 @@ WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_a
 RETURNING data"""
 
 # jobs_lease. A lease that has run out is refused even before another take replaced its token.
-_LIVE_LEASE = "lease_token = :token AND queue = :queue AND state = 'leased' AND lease_until > :now"
+_LIVE_LEASE = """
+lease_token = :token AND queue = :queue AND state = 'leased' AND lease_until > :lease_now"""
 
 # jobs_lease.
 ACK_DELETE = f"DELETE FROM jobs WHERE {_LIVE_LEASE}"
@@ -419,7 +483,15 @@ UPDATE jobs SET state = 'done', lease_token = NULL, lease_until = NULL, finished
 WHERE {_LIVE_LEASE}"""
 
 # jobs_lease.
-EXTEND_LEASE = f"UPDATE jobs SET lease_until = :now + :lease_ms WHERE {_LIVE_LEASE}"
+EXTEND_LEASE = f"UPDATE jobs SET lease_until = :lease_now + :lease_ms WHERE {_LIVE_LEASE}"
+
+# jobs_lease. The job goes back to the place it had (priority, available_at and id unchanged,
+# as when its lease expires), ready now, and this delivery is not counted. Only the current,
+# unexpired lease may release. The caller bumps the enqueue counter in the same transaction.
+RELEASE = f"""
+UPDATE jobs
+SET state = 'ready', lease_token = NULL, lease_until = NULL, attempts = max(attempts - 1, 0)
+WHERE {_LIVE_LEASE}"""
 
 # jobs_lease for the row; the rowid b-tree for max(id). The job gets a new id, larger than
 # every stored row's, so it goes behind the jobs already waiting even at the same millisecond;
@@ -443,7 +515,7 @@ SELECT (SELECT count(*) FROM jobs WHERE {_TAKEABLE})
 COUNT_WAITING = """
 SELECT (SELECT ready FROM queues WHERE name = :queue) + (
     SELECT count(*) FROM (
-        SELECT 1 FROM jobs WHERE queue = :queue AND state = 'leased' AND lease_until <= :now
+        SELECT 1 FROM jobs WHERE queue = :queue AND state = 'leased' AND lease_until <= :lease_now
         LIMIT :capacity
     )
 ) + (
@@ -494,9 +566,10 @@ SELECT line.waiting, line.in_flight, line.oldest,
        delayed.due, delayed.later, delayed.oldest,
        (SELECT dead FROM queues WHERE name = :queue)
 FROM (
-    SELECT total(state = 'ready' OR lease_until <= :now) AS waiting,
-           total(state = 'leased' AND lease_until > :now) AS in_flight,
-           min(CASE WHEN state = 'ready' OR lease_until <= :now THEN available_at END) AS oldest
+    SELECT total(state = 'ready' OR lease_until <= :lease_now) AS waiting,
+           total(state = 'leased' AND lease_until > :lease_now) AS in_flight,
+           min(CASE WHEN state = 'ready' OR lease_until <= :lease_now THEN available_at END)
+               AS oldest
     FROM jobs WHERE queue = :queue AND state IN ('ready', 'leased')
 ) AS line, (
     SELECT total(available_at <= :now) AS due,
@@ -562,6 +635,8 @@ VALUES (
 
 # Persistent in the file; only ever run on a file already known to be ours or empty.
 SET_JOURNAL_WAL = "PRAGMA journal_mode = WAL"
+# Per connection, in integer milliseconds; formatted from an int only.
+SET_BUSY_TIMEOUT = "PRAGMA busy_timeout = {ms:d}"
 # Per connection; the value is checked against SYNCHRONOUS_LEVELS before formatting.
 SET_SYNCHRONOUS = "PRAGMA synchronous = {level}"
 SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
@@ -570,23 +645,12 @@ SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 SET_TEMP_STORE_MEMORY = "PRAGMA temp_store = MEMORY"
 # The read connection and the watcher's connection only read.
 SET_QUERY_ONLY = "PRAGMA query_only = ON"
-# Reads every page once; the last step of deciding that a file is safe to open.
+# Reads every page once; the last step of deciding that a file is safe to open (large files).
 QUICK_CHECK = "PRAGMA quick_check"
+# Also checks that every index matches its table; for files up to INTEGRITY_CHECK_MAX_BYTES.
+INTEGRITY_CHECK = "PRAGMA integrity_check"
 
-# --- topics: bindings (schema version 4) and publishing ----------------------------------------
-
-# Version 4 adds one table and changes nothing else: every (pattern, queue) binding of the file,
-# made through any connection. Its primary key is the only index; a publish reads the whole
-# table (bindings are few; one row per binding).
-_CREATE_TOPIC_BINDINGS = """
-CREATE TABLE topic_bindings (
-    pattern TEXT NOT NULL,
-    queue   TEXT NOT NULL,
-    PRIMARY KEY (pattern, queue)
-) WITHOUT ROWID"""
-
-MIGRATIONS = (*MIGRATIONS, (_CREATE_TOPIC_BINDINGS,))
-SCHEMA_VERSION = len(MIGRATIONS)
+# --- topics: bindings (schema version 5) and publishing ----------------------------------------
 
 # topic_bindings primary key: ignored when the binding exists (rowcount 0).
 BIND_TOPIC = "INSERT OR IGNORE INTO topic_bindings (pattern, queue) VALUES (:pattern, :queue)"

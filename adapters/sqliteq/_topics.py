@@ -1,7 +1,7 @@
 """``Queues.topics()``: topic bindings stored in the file, and publishing into bound queues.
 
 What a ``Topics`` object offers is ``IStorageTopics`` of ``varmq.protocols`` ("Topics"): a
-binding ``(pattern, queue)`` is a row of ``topic_bindings`` (schema version 4), so every
+binding ``(pattern, queue)`` is a row of ``topic_bindings`` (schema version 5), so every
 process using the file honours every binding, whoever made it. ``publish`` reads the bindings
 and stores one copy per matching queue in one write transaction (every copy or none); each
 stored copy bumps its queue's ``enqueued`` counter, which is how any add is announced to
@@ -30,15 +30,18 @@ from . import _sql
 from ._checks import check_name as check_queue_name
 from ._database import Database
 from ._topic_names import PatternTrie, check_name, check_pattern, copy_id
-from .errors import SqliteqError
+from .errors import StorageUnavailableError
 
 __all__ = ["Topics", "TopicsStorageError"]
 
 T = TypeVar("T")
 
 
-class TopicsStorageError(SqliteqError, OSError):
-    """A topics call could not read or write the file; the message names the file."""
+class TopicsStorageError(StorageUnavailableError):
+    """A topics call could not read or write the file; the message names the file.
+
+    A :class:`~sqliteq.StorageUnavailableError` (``path``, ``op``), as the queues raise, so one
+    ``except`` covers both; the write-lock wait past ``busy_timeout`` raises that one itself."""
 
 
 class Topics:
@@ -96,7 +99,7 @@ class Topics:
         try:
             return sorted(self._db.query(body))
         except sqlite3.Error as exc:
-            raise TopicsStorageError(f"{self._subject}: cannot read the bindings: {exc}") from exc
+            raise TopicsStorageError(self._db.path, "read the topic bindings", str(exc)) from exc
 
     # -- publishing ----------------------------------------------------------------------
 
@@ -159,7 +162,7 @@ class Topics:
         try:
             return self._db.transaction(body)
         except sqlite3.Error as exc:
-            raise TopicsStorageError(f"{self._subject}: cannot {what}: {exc}") from exc
+            raise TopicsStorageError(self._db.path, what, str(exc)) from exc
 
 
 def _rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:

@@ -42,8 +42,18 @@ class _Subscription:
 class Watcher:
     """Polls one database file and calls ``callback("enqueued")`` for subscribed queues."""
 
-    def __init__(self, path: str, busy_timeout: float, interval: float = POLL_INTERVAL) -> None:
+    def __init__(
+        self,
+        path: str,
+        busy_timeout: float,
+        interval: float = POLL_INTERVAL,
+        *,
+        uri_query: str = "",
+        on_tick: Callable[[], None] | None = None,
+    ) -> None:
         self._path = path
+        self._on_tick = on_tick  # called on every tick: the check that the path is the file
+        self._uri_query = uri_query  # how a read-only file is opened
         self._busy_timeout = busy_timeout
         self._interval = interval
         # Protects _subs, _recheck and _thread: the set of subscriptions the thread walks.
@@ -65,7 +75,9 @@ class Watcher:
             self._subs.append(_Subscription(queue, callback, owner, baseline))
             self._recheck = True
             if self._thread is None:
-                conn = connect(self._path, busy_timeout=self._busy_timeout)
+                conn = connect(
+                    self._path, busy_timeout=self._busy_timeout, uri_query=self._uri_query
+                )
                 conn.execute(_sql.SET_QUERY_ONLY)
                 self._thread = threading.Thread(
                     target=self._run, args=(conn,), name="sqliteq:watch", daemon=True
@@ -98,6 +110,8 @@ class Watcher:
         warned = False
         try:
             while not self._stop.wait(self._interval):
+                if self._on_tick is not None:
+                    self._tick()
                 try:
                     version = conn.execute(_sql.DATA_VERSION).fetchone()[0]
                     with self._lock:
@@ -122,6 +136,13 @@ class Watcher:
                         self._notify(sub)
         finally:
             conn.close()
+
+    def _tick(self) -> None:
+        assert self._on_tick is not None
+        try:
+            self._on_tick()
+        except Exception:  # a check must never stop the notifications
+            logger.exception("sqliteq: checking %s failed", self._path)
 
     def _notify(self, sub: _Subscription) -> None:
         try:

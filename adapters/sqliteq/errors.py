@@ -1,9 +1,13 @@
-"""The exceptions sqliteq raises: refused files, wrong queue kinds, bad options.
+"""The exceptions sqliteq raises: refused files, storage trouble, wrong queue kinds.
 
-Operations on an open queue never raise for storage trouble: they return their "nothing"
-value (``False``, ``None``, ``[]``, ``0``) and log a warning once per condition. Exceptions
-come from opening things (a file, a queue) and from bad arguments; the latter are the plain
-``TypeError`` and ``ValueError`` of :mod:`sqliteq._checks`.
+An operation on an open queue that cannot get an answer from the file (locked by another
+connection past ``busy_timeout``, disk full, I/O error, a damaged or replaced file) raises
+:class:`StorageUnavailableError`, an ``OSError`` naming the file and the operation, with the
+``sqlite3`` error chained; nothing it was asked to do is done. Its answers stay answers:
+``[]`` from a take means "empty", ``False`` from ``acknowledge`` or ``extend_lease`` means
+"not your lease any more". Bad arguments raise the plain ``TypeError`` and ``ValueError`` of
+:mod:`sqliteq._checks`; opening a file that is not ours raises a
+:class:`RefusedDatabaseError`.
 """
 
 from __future__ import annotations
@@ -17,7 +21,10 @@ __all__ = [
     "QueueNotFoundError",
     "RefusedDatabaseError",
     "SchemaVersionError",
+    "DamagedDatabaseError",
+    "ReplacedDatabaseError",
     "SqliteqError",
+    "StorageUnavailableError",
 ]
 
 
@@ -47,7 +54,41 @@ class SchemaVersionError(RefusedDatabaseError):
 
 
 class CorruptDatabaseError(RefusedDatabaseError):
-    """The file is a SQLite database that fails its integrity check."""
+    """The file is a SQLite database that fails its integrity check or is truncated."""
+
+
+class StorageUnavailableError(SqliteqError, OSError):
+    """An operation on an open queue could not get an answer from the file; nothing was done.
+
+    ``path`` is the file and ``op`` the operation (``"enqueue"``, ``"take"``, ...). The
+    ``sqlite3`` error, if any, is the ``__cause__``.
+    """
+
+    def __init__(self, path: str, op: str, reason: str) -> None:
+        self.path = path
+        self.op = op
+        self.reason = reason
+        super().__init__(f"sqliteq: {op} on {path} failed: {reason}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.path, self.op, self.reason))
+
+
+class DamagedDatabaseError(StorageUnavailableError):
+    """The file turned out corrupt while open (SQLite reports a malformed database)."""
+
+
+class ReplacedDatabaseError(StorageUnavailableError):
+    """The path no longer names the file this process opened (moved, deleted or replaced).
+
+    Adds are refused from then on, so that no job goes into a file nobody else can see;
+    takes and settles still work on the file this process has open, so jobs already in it
+    can be finished.
+    """
+
+
+class ReadOnlyError(SqliteqError):
+    """A write was asked of a ``Queues`` opened with ``read_only=True``; nothing was written."""
 
 
 class ClosedError(SqliteqError):

@@ -22,7 +22,6 @@ import pytest
 
 import varmq
 from tests.acceptance.actors import open_store
-from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,8 +37,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqliteq":
         yield f"sqlite:{tmp_path / 'jobs.db'}"
     else:
-        server: RedisServer = request.getfixturevalue("redis_server")
-        yield server.url
+        yield request.getfixturevalue("redis_url")
 
 
 def _lines(log: Path) -> list[tuple[float, str, str]]:

@@ -6,7 +6,6 @@ letters are set up through the adapters' own API, as a consumer process would le
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import socket
@@ -467,19 +466,11 @@ def test_an_unsupported_url_is_shown_without_its_password() -> None:
 
 # -- inspection never changes the file (item: read-only inspection) -----------------------------
 
-_READ_ONLY = "read_only" in inspect.signature(sqliteq.open_url).parameters
-needs_read_only = pytest.mark.xfail(
-    not _READ_ONLY,
-    reason="needs sqliteq.open_url(url, create=False, read_only=True), being added to sqliteq",
-    strict=True,
-)
-
 
 def _files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
 
 
-@needs_read_only
 def test_stats_of_an_older_schema_names_both_versions_and_upgrades_nothing(
     tmp_path: Path,
 ) -> None:

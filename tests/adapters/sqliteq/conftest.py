@@ -45,3 +45,20 @@ def rows(db_path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return conn.execute(sql, params).fetchall()
     finally:
         conn.close()
+
+
+def corrupt_jobs_pages(db_path: Path) -> None:
+    """Overwrite every page of the jobs table and its indexes but the first with garbage."""
+    conn = sqlite3.connect(db_path)
+    pages = [
+        row[0]
+        for row in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name LIKE 'jobs%' AND pagetype <> 'overflow'"
+        )
+    ]
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    with open(db_path, "r+b") as fh:
+        for page in pages:
+            fh.seek((page - 1) * page_size)
+            fh.write(b"\xa5" * page_size)

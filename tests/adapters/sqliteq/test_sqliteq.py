@@ -455,6 +455,20 @@ def test_bad_queue_options_are_refused_naming_the_queue(
         queues.new_queue("q", **options)
 
 
+def test_durable_commits_with_synchronous_full_and_the_default_with_normal(
+    db_path: Path,
+) -> None:
+    levels = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    for options, expected in (({}, "NORMAL"), ({"durable": True}, "FULL")):
+        with sqliteq.new(db_path, **options) as store:  # type: ignore[arg-type]
+            level = store._db._conn.execute("PRAGMA synchronous").fetchone()[0]
+            assert levels[level] == expected
+    with pytest.raises(ValueError, match="not both"):
+        sqliteq.new(db_path, durable=True, synchronous="NORMAL")
+    with pytest.raises(TypeError, match="durable"):
+        sqliteq.new(db_path, durable="yes")  # type: ignore[arg-type]
+
+
 def test_bad_database_options_are_refused(db_path: Path) -> None:
     with pytest.raises(ValueError, match="synchronous"):
         sqliteq.new(db_path, synchronous="SOMETIMES")

@@ -89,7 +89,7 @@ def test_eight_threads_take_every_job_exactly_once_without_lock_errors(
     assert all(results)
 
 
-def test_a_take_that_cannot_get_the_write_lock_returns_nothing_and_warns_once(
+def test_a_take_that_cannot_get_the_write_lock_raises_naming_the_file_and_warns_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "jobs.db"
@@ -100,16 +100,22 @@ def test_a_take_that_cannot_get_the_write_lock_returns_nothing_and_warns_once(
     blocker.execute("BEGIN IMMEDIATE")
     try:
         with caplog.at_level(logging.WARNING, logger="sqliteq"):
-            assert q.dequeue_batch_with_ack_ids(2) == []
-            assert q.enqueue(b"x") is False
+            for _ in range(3):
+                with pytest.raises(sqliteq.StorageUnavailableError, match="locked") as raised:
+                    q.dequeue_batch_with_ack_ids(2)
+                assert isinstance(raised.value, OSError) and str(path) in str(raised.value)
+                assert raised.value.op == "take"
+                assert isinstance(raised.value.__cause__, sqlite3.OperationalError)
+            with pytest.raises(sqliteq.StorageUnavailableError):
+                q.enqueue(b"x")
         assert len(q) == 3  # reads are not blocked by a writer in WAL mode
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
     messages = [r.getMessage() for r in caplog.records]
-    assert sum("stayed locked" in m for m in messages) == 1
+    assert sum(m.startswith("sqliteq: take on") for m in messages) == 1  # once per outage
     assert all("jobs.db" in m for m in messages)
-    assert len(q.dequeue_batch_with_ack_ids(2)) == 2
+    assert len(q.dequeue_batch_with_ack_ids(5)) == 3  # nothing was taken or added meanwhile
     queues.close()
 
 

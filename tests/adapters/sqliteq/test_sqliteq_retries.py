@@ -298,7 +298,7 @@ def test_operator_calls_on_a_closed_file_raise(queues: sqliteq.Queues) -> None:
 
 
 def plan(conn: sqlite3.Connection, sql: str) -> list[str]:
-    params = {"queue": "q", "now": 1_700_000_000_000}
+    params = {"queue": "q", "now": 1_700_000_000_000, "lease_now": 1_000_000}
     return [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
 
 
@@ -360,7 +360,18 @@ def test_statements_of_takes_and_dead_letters_use_their_indexes(db_path: Path) -
     try:
         for name, index in expected.items():
             params = dict.fromkeys(
-                ("queue", "now", "lease_ms", "n", "token", "delay_ms", "cutoff", "excess"), 1
+                (
+                    "queue",
+                    "now",
+                    "lease_now",
+                    "lease_ms",
+                    "n",
+                    "token",
+                    "delay_ms",
+                    "cutoff",
+                    "excess",
+                ),
+                1,
             )
             params |= dict.fromkeys(("limit", "key", "priority", "data", "job_id"), 1)
             steps = [
@@ -413,7 +424,7 @@ def test_a_version_2_file_is_migrated_keeping_its_jobs_in_order(
     path = tmp_path / "jobs.db"
     make_version_2_file(path, capacity=capacity)
     with sqliteq.new(path, clock=clock) as queues:
-        assert rows(path, "PRAGMA user_version") == [(_sql.SCHEMA_VERSION,)] == [(4,)]
+        assert rows(path, "PRAGMA user_version") == [(_sql.SCHEMA_VERSION,)] == [(5,)]
         assert queues.list_queues() == [("a", "fifo"), ("b", "priority")]
         a, b = queues.open_queue("a"), queues.open_queue("b")
         assert a.values() == [b"a-1", b"a-2"]

@@ -39,7 +39,7 @@ def test_a_version_3_file_gains_the_bindings_table_and_keeps_its_jobs(db_path: P
     )
     conn.close()
     with sqliteq.new(db_path) as queues:
-        assert rows(db_path, "PRAGMA user_version") == [(4,)]
+        assert rows(db_path, "PRAGMA user_version") == [(5,)]
         topics = queues.topics()
         assert topics.bindings() == []
         assert topics.bind("orders.#", "a")
@@ -110,7 +110,7 @@ def test_a_write_locked_file_makes_topic_writes_raise_naming_the_file(db_path: P
         holder.execute("BEGIN EXCLUSIVE")
         try:
             for call in (lambda: topics.publish("t", 1), lambda: topics.bind("u", "q")):
-                with pytest.raises(sqliteq.TopicsStorageError, match=str(db_path)) as caught:
+                with pytest.raises(sqliteq.StorageUnavailableError, match=str(db_path)) as caught:
                     call()
                 assert isinstance(caught.value, OSError)
         finally:
