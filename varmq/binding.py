@@ -369,16 +369,8 @@ class StorageBinding(Generic[T]):
         self, q: IPersistentQueue, *, priority: int | None = None, capacity: int = 0
     ) -> PersistentQueue[T]:
         """Bind a persistent FIFO queue; jobs are acknowledged after the function returned."""
-        require(q, IPersistentQueue, "with_persistent_queue")
+        source = self._source(q, IPersistentQueue, "with_persistent_queue", priority, capacity)
         binder = self._binder
-        source = binder.storage(
-            q,
-            priority=priority,
-            capacity=capacity,
-            distributed=False,
-            prio=False,
-            method="with_persistent_queue",
-        )
         return binder.made(
             PersistentQueue(q, capacity, source, binder.producer, binder.jobs.worker)
         )
@@ -387,16 +379,10 @@ class StorageBinding(Generic[T]):
         self, q: IPersistentPriorityQueue, *, priority: int | None = None, capacity: int = 0
     ) -> PersistentPriorityQueue[T]:
         """Bind a persistent priority queue."""
-        require(q, IPersistentPriorityQueue, "with_persistent_priority_queue")
-        binder = self._binder
-        source = binder.storage(
-            q,
-            priority=priority,
-            capacity=capacity,
-            distributed=False,
-            prio=True,
-            method="with_persistent_priority_queue",
+        source = self._source(
+            q, IPersistentPriorityQueue, "with_persistent_priority_queue", priority, capacity
         )
+        binder = self._binder
         return binder.made(
             PersistentPriorityQueue(q, capacity, source, binder.producer, binder.jobs.worker)
         )
@@ -405,33 +391,33 @@ class StorageBinding(Generic[T]):
         self, q: IDistributedQueue, *, priority: int | None = None, capacity: int = 0
     ) -> DistributedQueue[T]:
         """Bind a distributed FIFO queue; the worker subscribes to its notifications."""
-        require(q, IDistributedQueue, "with_distributed_queue")
-        binder = self._binder
-        source = binder.storage(
-            q,
-            priority=priority,
-            capacity=capacity,
-            distributed=True,
-            prio=False,
-            method="with_distributed_queue",
-        )
-        return binder.made(DistributedQueue(q, capacity, source, binder.producer))
+        source = self._source(q, IDistributedQueue, "with_distributed_queue", priority, capacity)
+        return self._binder.made(DistributedQueue(q, capacity, source, self._binder.producer))
 
     def with_distributed_priority_queue(
         self, q: IDistributedPriorityQueue, *, priority: int | None = None, capacity: int = 0
     ) -> DistributedPriorityQueue[T]:
         """Bind a distributed priority queue; the worker subscribes to its notifications."""
-        require(q, IDistributedPriorityQueue, "with_distributed_priority_queue")
+        source = self._source(
+            q, IDistributedPriorityQueue, "with_distributed_priority_queue", priority, capacity
+        )
         binder = self._binder
-        source = binder.storage(
+        return binder.made(DistributedPriorityQueue(q, capacity, source, binder.producer))
+
+    def _source(
+        self, q: Any, protocol: type, method: str, priority: int | None, capacity: int
+    ) -> StorageSource:
+        """The source of ``q`` bound through ``method`` (which names ``protocol``): a
+        distributed one subscribes to notifications, a priority one takes priorities."""
+        require(q, protocol, method)
+        return self._binder.storage(
             q,
             priority=priority,
             capacity=capacity,
-            distributed=True,
-            prio=True,
-            method="with_distributed_priority_queue",
+            distributed=protocol in (IDistributedQueue, IDistributedPriorityQueue),
+            prio=protocol in (IPersistentPriorityQueue, IDistributedPriorityQueue),
+            method=method,
         )
-        return binder.made(DistributedPriorityQueue(q, capacity, source, binder.producer))
 
 
 def require(q: object, protocol: type, method: str) -> None:
