@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from . import snapshot_format
 from .errors import PersistenceError
 from .handles import PriorityQueue, Queue
-from .job import EnqueuedJob, JobStatus
+from .job import EnqueuedJob, JobStatus, as_handle
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .snapshot_format import Cut, Refusal
 
@@ -119,7 +119,7 @@ def _cut(source: MemorySource, dispatch_lock: Any, target: str) -> Cut:
     placed.update(id(job) for _, job in dead)
     placed.update(map(id, waiting))
     for item in waiting:
-        if not isinstance(item, EnqueuedJob):
+        if as_handle(item) is None:
             Refusal(target, loading=False)(
                 f"it holds a {type(item).__name__}, not a job added through its handle",
                 source.label,
