@@ -4,7 +4,7 @@ No I/O here. Each statement is a named constant; the comment above it names the 
 relies on. Parameters are always bound by name (``:queue``, ``:now``), never interpolated, so
 a queue name may be any text.
 
-Layout (schema version 5)
+Layout (schema version 6)
     ``queues``  one row per queue name: its kind (``fifo`` or ``priority``); ``enqueued``, a
                 counter bumped in every enqueue transaction (the watcher thread compares it to
                 tell subscribers that a job was added); ``done``, how many completed jobs of
@@ -30,6 +30,13 @@ Layout (schema version 5)
     ``host``    (version 4) one row: which clock ``lease_until`` is on, and the end of the last
                 write-lock stall given back to the leases.
     ``topic_bindings`` (version 5) one row per ``(pattern, queue)`` binding of the file's topics.
+    ``job_records`` (version 6) one row per job record (a job added with an id through a queue
+                object opened with ``keep_results``): ``state`` is ``live`` while its job is
+                stored (its queued/delayed/running state is read from the job's row, which
+                time alone changes), or the ended state with the outcome. ``queues.records``
+                counts a queue's ended records, ``queues.ended`` is bumped at every end (the
+                watcher reads it, and ``ended_seq`` orders ends). ``jobs.started_at`` is the
+                last take, ``jobs.cancel`` is 1 once a cancel was requested while it ran.
 
 Take order
     ``(priority, available_at, id)``. A plain enqueue's ``available_at`` is its enqueue time; a
@@ -44,8 +51,13 @@ Invariants
       so an older token never matches again (fencing).
     - A take never changes ``priority``, ``available_at`` or ``id``: an expired job keeps its
       place in line.
-    - A job id (dedup) is held by a ready, delayed or leased row; done rows and dead letters
+    - A job id (dedup) is held by a ready, delayed or leased row, and by a kept record (version
+      6; an ended record past its ``expires_at`` no longer holds it); done rows and dead letters
       do not hold it.
+    - A record is ``live`` exactly while a ready, delayed or leased row holds its id; every
+      statement that takes a job out of the queue ends its record in the same transaction.
+    - A leased row with ``cancel = 1`` whose lease ran out is never takeable: it is ended
+      ``cancelled`` by the next write that sweeps the queue (SWEEP_CANCELLED).
     - ``enqueued`` of a queue only grows.
     - ``done`` of a queue equals its number of rows with ``state = 'done'``; ``dead`` equals
       its number of dead letters.
@@ -126,6 +138,23 @@ __all__ = [
     "TOPIC_BINDINGS",
     "UNBIND_TOPIC",
     "VALUES_TAKEABLE",
+    "ADD_RECORD",
+    "ADD_RECORDS",
+    "CANCEL_JOB",
+    "DROP_EXPIRED_RECORD",
+    "ENDED_COUNT",
+    "ENDS_SINCE",
+    "END_RECORD",
+    "FLAG_CANCEL",
+    "PRUNE_RECORDS_BY_AGE",
+    "PRUNE_RECORDS_OLDEST",
+    "QUEUE_ENDS",
+    "READ_RECORD",
+    "RECORDS_COUNT",
+    "REVIVE_RECORD",
+    "SETTLE_CANCELLED",
+    "SET_ENDED",
+    "SWEEP_CANCELLED",
 ]
 
 # "vmqs" in ASCII: marks a file as a sqliteq database (PRAGMA application_id, header offset 68).
@@ -269,6 +298,56 @@ CREATE TABLE topic_bindings (
     PRIMARY KEY (pattern, queue)
 ) WITHOUT ROWID"""
 
+# Version 6: job records. One row per record; the live state of a record is read from its job's
+# row (found through jobs_dedup), so takes, expiries and promotions need not touch it.
+_CREATE_JOB_RECORDS = """
+CREATE TABLE job_records (
+    id               INTEGER PRIMARY KEY,
+    queue            TEXT    NOT NULL,
+    job_id           TEXT    NOT NULL,
+    state            TEXT    NOT NULL
+                     CHECK (state IN ('live', 'succeeded', 'failed', 'dead', 'cancelled')),
+    keep_ms          INTEGER NOT NULL,
+    enqueued_at      INTEGER NOT NULL,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    started_at       INTEGER,
+    finished_at      INTEGER,
+    expires_at       INTEGER,
+    ended_seq        INTEGER,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    result           BLOB,
+    error            BLOB
+)"""
+
+# One record per (queue, job id): every lookup by id, and the dedup test of an enqueue.
+_CREATE_JOB_RECORDS_ID = "CREATE UNIQUE INDEX job_records_id ON job_records (queue, job_id)"
+
+# Ended records of a queue by expiry: the expired ones are a range from the start.
+_CREATE_JOB_RECORDS_EXPIRY = """
+CREATE INDEX job_records_expiry ON job_records (queue, expires_at) WHERE expires_at IS NOT NULL"""
+
+# Ended records of a queue in the order they ended: the limit drops from the start, and the
+# watcher reads the ends after the last one it told.
+_CREATE_JOB_RECORDS_ENDED = """
+CREATE INDEX job_records_ended ON job_records (queue, ended_seq) WHERE ended_seq IS NOT NULL"""
+
+_ADD_QUEUES_RECORDS = "ALTER TABLE queues ADD COLUMN records INTEGER NOT NULL DEFAULT 0"
+_ADD_QUEUES_ENDED = "ALTER TABLE queues ADD COLUMN ended INTEGER NOT NULL DEFAULT 0"
+_ADD_JOBS_STARTED_AT = "ALTER TABLE jobs ADD COLUMN started_at INTEGER"
+_ADD_JOBS_CANCEL = "ALTER TABLE jobs ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0"
+
+# Leased jobs whose cancel was requested, by deadline: the run-out ones are a range from the
+# start. Tiny (only flagged jobs), so sweeping it costs nothing when nobody cancels.
+_CREATE_JOBS_CANCEL = """
+CREATE INDEX jobs_cancel ON jobs (queue, lease_until) WHERE cancel = 1"""
+
+# The line again, with ``cancel`` (version 6): the takeable test reads it for run-out leases, and
+# counts (len, stats) stay index-only.
+_DROP_JOBS_LINE = "DROP INDEX jobs_line"
+_CREATE_JOBS_LINE_V6 = """
+CREATE INDEX jobs_line ON jobs (queue, priority, available_at, id, state, lease_until, cancel)
+WHERE state IN ('ready', 'leased')"""
+
 # Applied in order; entry i brings a file from user_version i to i + 1, in one transaction.
 # Earlier entries stay exactly as that version wrote them: a new file runs them all.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -297,6 +376,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (_CREATE_HOST, _FILL_HOST),
     (_CREATE_TOPIC_BINDINGS,),
+    (
+        _CREATE_JOB_RECORDS,
+        _CREATE_JOB_RECORDS_ID,
+        _CREATE_JOB_RECORDS_EXPIRY,
+        _CREATE_JOB_RECORDS_ENDED,
+        _ADD_QUEUES_RECORDS,
+        _ADD_QUEUES_ENDED,
+        _ADD_JOBS_STARTED_AT,
+        _ADD_JOBS_CANCEL,
+        _CREATE_JOBS_CANCEL,
+        _DROP_JOBS_LINE,
+        _CREATE_JOBS_LINE_V6,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -416,17 +508,28 @@ ENQUEUE = """
 INSERT INTO jobs (queue, priority, data, state, attempts, enqueued_at, available_at)
 VALUES (:queue, :priority, :data, 'ready', 0, :now, :now)"""
 
-# jobs_dedup: the insert is ignored while a stored job of this queue has the same job_id.
-ENQUEUE_DEDUP = """
-INSERT OR IGNORE INTO jobs
-    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
-VALUES (:queue, :priority, :data, :job_id, 'ready', 0, :now, :now)"""
+# A kept record holds its job id (version 6): job_records_id, one probe.
+_NO_KEPT_RECORD = """
+NOT EXISTS (
+    SELECT 1 FROM job_records WHERE queue = :queue AND job_id = :job_id
+    AND (expires_at IS NULL OR expires_at > :now)
+)"""
 
-# jobs_dedup when :job_id is not NULL (ignored while the id is stored); else a plain insert.
-ENQUEUE_DELAYED = """
+# jobs_dedup: the insert is ignored while a stored job of this queue has the same job_id;
+# job_records_id: nothing is inserted while a kept record holds it.
+ENQUEUE_DEDUP = f"""
 INSERT OR IGNORE INTO jobs
     (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
-VALUES (:queue, :priority, :data, :job_id, 'delayed', 0, :now, :now + :delay_ms)"""
+SELECT :queue, :priority, :data, :job_id, 'ready', 0, :now, :now
+WHERE {_NO_KEPT_RECORD}"""
+
+# jobs_dedup and job_records_id when :job_id is not NULL (ignored while the id is held); else
+# a plain insert.
+ENQUEUE_DELAYED = f"""
+INSERT OR IGNORE INTO jobs
+    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
+SELECT :queue, :priority, :data, :job_id, 'delayed', 0, :now, :now + :delay_ms
+WHERE {_NO_KEPT_RECORD}"""
 
 # jobs_delayed, the due range from its start: due delayed jobs join the line at their due time
 # (available_at and id unchanged). Runs first in every take, dequeue and purge.
@@ -435,10 +538,11 @@ UPDATE jobs SET state = 'ready'
 WHERE queue = :queue AND state = 'delayed' AND available_at <= :now"""
 
 # The takeable test; the literal "state IN ('ready', 'leased')" lets the planner use the
-# partial jobs_line. Ready rows are available (due delayed jobs were promoted first).
+# partial jobs_line. Ready rows are available (due delayed jobs were promoted first). A run-out
+# lease whose cancel was requested is not takeable (version 6; jobs_line holds cancel too).
 _TAKEABLE = """
 queue = :queue AND state IN ('ready', 'leased')
-AND (state = 'ready' OR lease_until <= :lease_now)"""
+AND (state = 'ready' OR (lease_until <= :lease_now AND cancel = 0))"""
 
 # What a read counts as waiting without promoting: due delayed jobs (jobs_delayed, a range).
 _DUE_DELAYED = "queue = :queue AND state = 'delayed' AND available_at <= :now"
@@ -450,7 +554,8 @@ UPDATE jobs
 SET state = 'leased',
     lease_token = lower(hex(randomblob(16))),
     lease_until = :lease_now + :lease_ms,
-    attempts = attempts + 1
+    attempts = attempts + 1,
+    started_at = :now
 WHERE id IN (
     SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT :n
 )
@@ -460,7 +565,7 @@ RETURNING id, priority, available_at, data, lease_token, attempts"""
 TAKE_DELETE = f"""
 DELETE FROM jobs
 WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT 1)
-RETURNING data"""
+RETURNING data, job_id, attempts + 1"""
 
 # jobs_line: the first takeable job, kept as done without a lease (remove_on_complete=False).
 TAKE_DONE = f"""
@@ -468,22 +573,37 @@ UPDATE jobs
 SET state = 'done', lease_token = NULL, lease_until = NULL,
     attempts = attempts + 1, finished_at = :now
 WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT 1)
-RETURNING data"""
+RETURNING data, job_id, attempts"""
 
 # jobs_lease. A lease that has run out is refused even before another take replaced its token.
 _LIVE_LEASE = """
 lease_token = :token AND queue = :queue AND state = 'leased' AND lease_until > :lease_now"""
 
-# jobs_lease.
-ACK_DELETE = f"DELETE FROM jobs WHERE {_LIVE_LEASE}"
+# What a settle that ends a job returns, for its record (version 6).
+_SETTLED = "RETURNING job_id, attempts, started_at, cancel"
+
+# jobs_lease. Also ``fail``: the job leaves the queue.
+ACK_DELETE = f"DELETE FROM jobs WHERE {_LIVE_LEASE} {_SETTLED}"
 
 # jobs_lease.
 ACK_DONE = f"""
 UPDATE jobs SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = :now
-WHERE {_LIVE_LEASE}"""
+WHERE {_LIVE_LEASE} {_SETTLED}"""
 
 # jobs_lease.
-EXTEND_LEASE = f"UPDATE jobs SET lease_until = :lease_now + :lease_ms WHERE {_LIVE_LEASE}"
+EXTEND_LEASE = f"""
+UPDATE jobs SET lease_until = :lease_now + :lease_ms WHERE {_LIVE_LEASE} RETURNING cancel"""
+
+# jobs_lease: a lease given back (nack, release, dead letter) whose cancel was requested ends
+# the job instead (version 6); RELEASE, NACK and DEAD_LETTER leave such a row alone.
+SETTLE_CANCELLED = f"DELETE FROM jobs WHERE {_LIVE_LEASE} AND cancel = 1 {_SETTLED}"
+
+# jobs_cancel, a range from the start: flagged jobs whose consumer let the lease run out end
+# cancelled. Run first in every take, cancel and job_record that finds one.
+SWEEP_CANCELLED = """
+DELETE FROM jobs WHERE queue = :queue AND cancel = 1 AND lease_until <= :lease_now
+AND state = 'leased'
+RETURNING job_id, attempts, started_at, cancel"""
 
 # jobs_lease. The job goes back to the place it had (priority, available_at and id unchanged,
 # as when its lease expires), ready now, and this delivery is not counted. Only the current,
@@ -491,7 +611,7 @@ EXTEND_LEASE = f"UPDATE jobs SET lease_until = :lease_now + :lease_ms WHERE {_LI
 RELEASE = f"""
 UPDATE jobs
 SET state = 'ready', lease_token = NULL, lease_until = NULL, attempts = max(attempts - 1, 0)
-WHERE {_LIVE_LEASE}"""
+WHERE {_LIVE_LEASE} AND cancel = 0"""
 
 # jobs_lease for the row; the rowid b-tree for max(id). The job gets a new id, larger than
 # every stored row's, so it goes behind the jobs already waiting even at the same millisecond;
@@ -502,7 +622,7 @@ SET id = (SELECT max(id) FROM jobs) + 1,
     state = CASE WHEN :delay_ms > 0 THEN 'delayed' ELSE 'ready' END,
     lease_token = NULL, lease_until = NULL,
     available_at = :now + :delay_ms
-WHERE {_LIVE_LEASE}"""
+WHERE {_LIVE_LEASE} AND cancel = 0"""
 
 # jobs_line and jobs_delayed, two ranges (covering: no table row is read).
 COUNT_TAKEABLE = f"""
@@ -525,9 +645,12 @@ SELECT (SELECT ready FROM queues WHERE name = :queue) + (
     )
 )"""
 
-# jobs_dedup: whether a stored (not done) job of this queue has this job_id.
-JOB_ID_STORED = """
-SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'"""
+# jobs_dedup: whether a stored (not done) job of this queue has this job_id, or
+# job_records_id: a kept record holds it.
+JOB_ID_STORED = f"""
+SELECT EXISTS (
+    SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'
+) OR NOT {_NO_KEPT_RECORD}"""
 
 # jobs_line and jobs_delayed, merged and sorted in take order.
 VALUES_TAKEABLE = f"""
@@ -540,7 +663,7 @@ ORDER BY priority, available_at, id"""
 
 # jobs_line. Leased jobs stay, so that their workers can still acknowledge them; run after
 # PROMOTE_DUE, so due delayed jobs go too and the others stay delayed.
-PURGE_TAKEABLE = f"DELETE FROM jobs WHERE {_TAKEABLE}"
+PURGE_TAKEABLE = f"DELETE FROM jobs WHERE {_TAKEABLE} {_SETTLED}"
 
 # queues primary key.
 DONE_COUNT = "SELECT done FROM queues WHERE name = :queue"
@@ -566,10 +689,10 @@ SELECT line.waiting, line.in_flight, line.oldest,
        delayed.due, delayed.later, delayed.oldest,
        (SELECT dead FROM queues WHERE name = :queue)
 FROM (
-    SELECT total(state = 'ready' OR lease_until <= :lease_now) AS waiting,
+    SELECT total(state = 'ready' OR (lease_until <= :lease_now AND cancel = 0)) AS waiting,
            total(state = 'leased' AND lease_until > :lease_now) AS in_flight,
-           min(CASE WHEN state = 'ready' OR lease_until <= :lease_now THEN available_at END)
-               AS oldest
+           min(CASE WHEN state = 'ready' OR (lease_until <= :lease_now AND cancel = 0)
+               THEN available_at END) AS oldest
     FROM jobs WHERE queue = :queue AND state IN ('ready', 'leased')
 ) AS line, (
     SELECT total(available_at <= :now) AS due,
@@ -582,8 +705,8 @@ FROM (
 
 # jobs_lease: the leased job leaves the queue; the caller shelves what it returns.
 DEAD_LETTER = f"""
-DELETE FROM jobs WHERE {_LIVE_LEASE}
-RETURNING priority, data, job_id, attempts"""
+DELETE FROM jobs WHERE {_LIVE_LEASE} AND cancel = 0
+RETURNING priority, data, job_id, attempts, started_at"""
 
 # No index read: a plain insert.
 ADD_DEAD_LETTER = """
@@ -660,3 +783,78 @@ UNBIND_TOPIC = "DELETE FROM topic_bindings WHERE pattern = :pattern AND queue = 
 TOPIC_BINDINGS = "SELECT pattern, queue FROM topic_bindings ORDER BY pattern, queue"
 # A copy of a publish: ENQUEUE, or ENQUEUE_DEDUP when the copy has a job id (REGISTER_QUEUE
 # first makes a queue never opened a FIFO queue; BUMP_ENQUEUED announces a stored copy).
+
+# --- job records (schema version 6) -------------------------------------------------------------
+
+# job_records_id: a record of this id that expired but was not dropped yet; dropped before a
+# new record of the id is added.
+DROP_EXPIRED_RECORD = """
+DELETE FROM job_records WHERE queue = :queue AND job_id = :job_id AND expires_at <= :now"""
+
+# No index read: a plain insert (job_records_id is maintained). Run only after the job's insert
+# stored a row, so no record of the id is kept.
+ADD_RECORD = """
+INSERT INTO job_records (queue, job_id, state, keep_ms, enqueued_at)
+VALUES (:queue, :job_id, 'live', :keep_ms, :now)"""
+
+# job_records_id for the record, then jobs_dedup for the row of its job while it is live: one
+# statement, so one snapshot of both.
+READ_RECORD = """
+SELECT r.state, r.enqueued_at, r.attempts, r.started_at, r.finished_at, r.expires_at,
+       r.cancel_requested, r.result, r.error,
+       j.id, j.state, j.available_at, j.lease_until, j.attempts, j.started_at, j.cancel
+FROM job_records AS r
+LEFT JOIN jobs AS j
+    ON r.state = 'live' AND j.queue = r.queue AND j.job_id = r.job_id AND j.state <> 'done'
+WHERE r.queue = :queue AND r.job_id = :job_id"""
+
+# job_records_id. Only a live record ends; an ended one keeps its outcome.
+END_RECORD = """
+UPDATE job_records
+SET state = :state, attempts = :attempts, started_at = coalesce(:started_at, started_at),
+    finished_at = :now, expires_at = :now + keep_ms, ended_seq = :seq,
+    cancel_requested = :cancel, result = :result, error = :error
+WHERE queue = :queue AND job_id = :job_id AND state = 'live'"""
+
+# job_records_id: a requeued dead letter's own record is live again, with no attempt and no
+# outcome (it stops counting as an ended record).
+REVIVE_RECORD = """
+UPDATE job_records
+SET state = 'live', attempts = 0, enqueued_at = :now, started_at = NULL, finished_at = NULL,
+    expires_at = NULL, ended_seq = NULL, cancel_requested = 0, result = NULL, error = NULL
+WHERE queue = :queue AND job_id = :job_id AND state = 'dead'"""
+
+# jobs primary key: a queued or delayed job cancelled, out of the queue.
+CANCEL_JOB = "DELETE FROM jobs WHERE id = :id RETURNING job_id, attempts, started_at, cancel"
+
+# jobs primary key: a running job's cancel is requested; its consumer hears it at renewal.
+FLAG_CANCEL = "UPDATE jobs SET cancel = 1 WHERE id = :id"
+
+# queues primary key.
+ENDED_COUNT = "SELECT ended FROM queues WHERE name = :queue"
+# queues primary key.
+SET_ENDED = "UPDATE queues SET ended = :ended WHERE name = :queue"
+# Full scan of queues: one row per queue name, read by the watcher after data_version changed.
+QUEUE_ENDS = "SELECT name, ended FROM queues"
+
+# job_records_ended, a range after :seen: the ends the watcher has not told yet.
+ENDS_SINCE = """
+SELECT job_id, ended_seq FROM job_records
+WHERE queue = :queue AND ended_seq > :seen ORDER BY ended_seq LIMIT :limit"""
+
+# queues primary key.
+RECORDS_COUNT = "SELECT records FROM queues WHERE name = :queue"
+# queues primary key.
+ADD_RECORDS = "UPDATE queues SET records = records + :delta WHERE name = :queue"
+
+# job_records_expiry, a range from the start: ended records whose time is up (:cutoff is the
+# first millisecond they are still kept at: now + 1).
+PRUNE_RECORDS_BY_AGE = """
+DELETE FROM job_records WHERE queue = :queue AND expires_at < :cutoff"""
+
+# job_records_ended, from the start: the :excess records that ended first.
+PRUNE_RECORDS_OLDEST = """
+DELETE FROM job_records WHERE id IN (
+    SELECT id FROM job_records WHERE queue = :queue AND ended_seq IS NOT NULL
+    ORDER BY ended_seq LIMIT :excess
+)"""
