@@ -57,11 +57,12 @@ class DeadLetterShelf(JobRecords):
                 cancelled = conn.execute(_sql.SETTLE_CANCELLED, params).fetchall()
                 self._end_rows(conn, now, cancelled, "cancelled")
                 return bool(cancelled)
-            priority, data, job_id, attempts, started_at = row
+            priority, data, job_id, attempts, started_at, keep_ms, enqueued_at = row
             letter = {"priority": priority, "data": data, "job_id": job_id, "attempts": attempts}
             conn.execute(_sql.ADD_DEAD_LETTER, {**params, **letter, "error": text})
             self._prune_dead(conn, now)
-            self._end_records(conn, now, [(job_id, "dead", attempts, started_at, 0, None, detail)])
+            settled = (job_id, attempts, started_at, 0, keep_ms, enqueued_at)
+            self._end_records(conn, now, [("dead", None, detail, settled)])
             return True
 
         return self._db.write("dead_letter", body, False)
@@ -120,9 +121,16 @@ class DeadLetterShelf(JobRecords):
                     if row is not None:
                         rows.append(row)
             for _, _, priority, data, job_id in rows:
+                keep_ms = None
                 if job_id is not None:
-                    job_id = self._requeued_id(conn, now, str(job_id))
-                job = {"priority": priority, "data": data, "job_id": job_id, **self._at(now)}
+                    job_id, keep_ms = self._requeued_id(conn, now, str(job_id))
+                job = {
+                    "priority": priority,
+                    "data": data,
+                    "job_id": job_id,
+                    "keep_ms": keep_ms,
+                    **self._at(now),
+                }
                 conn.execute(_sql.REQUEUE_DEAD, {**queue, **job})
             if rows:
                 conn.execute(_sql.ADD_DEAD, {**queue, "delta": -len(rows)})
@@ -131,20 +139,20 @@ class DeadLetterShelf(JobRecords):
 
         return self._db.write("requeue_dead", body, 0)
 
-    def _requeued_id(self, conn: sqlite3.Connection, now: int, job_id: str) -> str | None:
-        """The job id a requeued dead letter gets back, its record brought along: its own
-        ``dead`` record is live again; a record of another job, or a stored job, holding the id
-        means it comes back without one; with no record kept, it gets a new one if this object
-        keeps records."""
-        self._drop_expired_record(conn, now, job_id)
+    def _requeued_id(
+        self, conn: sqlite3.Connection, now: int, job_id: str
+    ) -> tuple[str | None, int | None]:
+        """The job id a requeued dead letter gets back, and the ``keep_ms`` of its record: its
+        own kept ``dead`` record becomes its row again; a stored job, or the kept record of
+        another job, holding the id means it comes back without one; with no record kept, it
+        gets one if this object keeps records."""
         params = {"queue": self._name, "job_id": job_id, "now": now}
+        row = conn.execute(_sql.TAKE_DEAD_RECORD, params).fetchone()
+        if row is not None:
+            return job_id, int(row[0])
         if conn.execute(_sql.JOB_ID_STORED, params).fetchone()[0]:
-            if conn.execute(_sql.REVIVE_RECORD, params).rowcount:
-                conn.execute(_sql.ADD_RECORDS, {"queue": self._name, "delta": -1})
-                return job_id
-            return None
-        self._add_record(conn, now, job_id)
-        return job_id
+            return None, None
+        return job_id, (self._keep_ms or None)
 
     def purge_dead(self) -> int:
         """Delete every dead letter of this queue; how many. ``0`` once this object is closed."""

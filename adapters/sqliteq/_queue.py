@@ -114,6 +114,9 @@ class StoredQueue(DeadLetterShelf):
             "data": data,
             "job_id": job_id,
             "delay_ms": wait_ms,
+            # A job with an id added through an object that keeps records: its row is its
+            # record until it ends.
+            "keep_ms": self._keep_ms if job_id is not None and self._keep_ms > 0 else None,
         }
         if wait_ms > 0:
             statement = _sql.ENQUEUE_DELAYED
@@ -122,14 +125,10 @@ class StoredQueue(DeadLetterShelf):
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
             capacity = self._capacity
-            if job_id is not None and self._keep_ms > 0:
-                self._drop_expired_record(conn, now, job_id)
             if capacity and self._is_full(conn, now, capacity):
                 # A job id that is already stored is there: not a refusal (as without a limit).
                 return job_id is not None and self._is_stored(conn, now, job_id)
             added = conn.execute(statement, {**params, **self._at(now)}).rowcount == 1
-            if added and job_id is not None:
-                self._add_record(conn, now, job_id)
             if added and wait_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
                 conn.execute(_sql.BUMP_ENQUEUED, params)
             return True
@@ -220,9 +219,10 @@ class StoredQueue(DeadLetterShelf):
                 return None
             if not self._remove_on_complete:
                 self._keep_done(conn, now, 1)
-            data, job_id, attempts = row
+            data, job_id, attempts, keep_ms, enqueued_at = row
             # Taken for good: nobody will report another outcome.
-            self._end_records(conn, now, [(job_id, "succeeded", attempts, now, 0, None, None)])
+            taken = (job_id, attempts, now, 0, keep_ms, enqueued_at)
+            self._end_records(conn, now, [("succeeded", None, None, taken)])
             return bytes(data)
 
         return self._db.write("take", body, None)
@@ -258,9 +258,8 @@ class StoredQueue(DeadLetterShelf):
                 params = {"token": ack_id, "queue": self._name, **self._at(now)}
                 row = conn.execute(statement, params).fetchone()
                 results.append(row is not None)
-                if row is not None and row[0] is not None:
-                    job_id, attempts, started_at, cancel = row
-                    ends.append((job_id, "succeeded", attempts, started_at, cancel, result, None))
+                if row is not None:
+                    ends.append(("succeeded", result, None, row))
             if not self._remove_on_complete and any(results):
                 self._keep_done(conn, now, sum(results))
             self._end_records(conn, now, ends)
@@ -390,7 +389,7 @@ class StoredQueue(DeadLetterShelf):
         def body(conn: sqlite3.Connection, now: int) -> None:
             conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._at(now)})
             rows = conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, **self._at(now)})
-            self._end_rows(conn, now, [row for row in rows if row[0] is not None], "cancelled")
+            self._end_rows(conn, now, rows.fetchall(), "cancelled")
 
         self._db.write("purge", body, None)
 

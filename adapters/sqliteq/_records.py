@@ -1,18 +1,21 @@
 """Job records of a queue (schema version 6): what became of each job added with an id.
 
-A mixin of :class:`~sqliteq._queue.StoredQueue`, like the dead-letter shelf. A queue object
-opened with ``keep_results=SECONDS`` adds a row to ``job_records`` in the transaction that adds
-a job with an id. While the job is stored the record is ``live`` and its state (queued,
-delayed, running) is read from the job's own row, so takes, lease expiries and due delays need
-not write it; every statement that takes a job out of the queue (acknowledge, ``fail``, dead
-letter, cancel, purge, a take for good) ends its record in the same transaction, fenced by the
-same lease token: a record never says ``succeeded`` for a job that will be handed out again.
+A mixin of :class:`~sqliteq._queue.StoredQueue`, the base of the dead-letter shelf. A queue
+object opened with ``keep_results=SECONDS`` stores a job added with an id with ``keep_ms`` set:
+while the job is stored, its row is its record, and its state (queued, delayed, running) is
+read from the row, so adds, takes, lease expiries and due delays write nothing more. Every
+statement that takes such a job out of the queue (acknowledge, ``fail``, dead letter, cancel,
+purge, a take for good) returns what its record needs and writes the ended record into
+``job_records`` in the same transaction, fenced by the same lease token: a record never says
+``succeeded`` for a job that will be handed out again.
 
 An ended record holds its job id and is kept ``keep_results`` seconds (of the object that added
 it) after it ended, and at most ``keep_results_limit`` (of the object that ends it) per queue,
-pruned in the transaction that ends another; a record past its time is not read, and is dropped
-by the next end. Reads run on the read connection (one statement, one snapshot), so a file
-opened ``read_only=True`` reads records too.
+pruned in the transaction that ends another: the ends are numbered, so the limit keeps the
+records of the last ``keep_results_limit`` ends (one index range, O(records dropped)). A record
+past its time is not read, and is dropped by a later end.
+Reads run on the read connection (one statement, one snapshot), so a file opened
+``read_only=True`` reads records too.
 """
 
 from __future__ import annotations
@@ -24,16 +27,15 @@ from typing import Any, Literal
 from . import _sql
 from ._checks import as_bytes, check_job_id
 from ._database import Database
-from ._retention import RECORDS, keep_within
 from ._watch import Watcher
 
 __all__ = ["JobRecords", "Outcome", "StoredJobRecord"]
 
 LeaseAnswer = Literal["held", "lost", "cancel"]
 
-# One job leaving the queue: (job_id, state, attempts, started_at, cancel, result, error), as
-# the statements ending with _sql._SETTLED return the first columns.
-Outcome = tuple[str | None, str, int, int | None, int, bytes | None, bytes | None]
+# One job leaving the queue: (state, result, error) and the row the statements ending with
+# _sql._SETTLED return: (job_id, attempts, started_at, cancel, keep_ms, enqueued_at).
+Outcome = tuple[str, bytes | None, bytes | None, Sequence[Any]]
 
 # What job_record returns (varmq's StoredJobRecord): a dict with the keys below.
 StoredJobRecord = dict[str, Any]
@@ -67,43 +69,44 @@ class JobRecords:
     # --- ending records, inside the caller's transaction --------------------------------------
 
     def _end_records(self, conn: sqlite3.Connection, now: int, ends: Sequence[Outcome]) -> None:
-        """End the live records of the jobs in ``ends`` (jobs without one are skipped), number
-        the ends for the watcher, and keep the ended records within their bounds."""
-        recorded = [end for end in ends if end[0] is not None]
+        """Write the ended records of the jobs in ``ends`` that have one (``keep_ms`` set),
+        numbered for the watcher, and keep the ended records within their bounds."""
+        recorded = [end for end in ends if end[3][0] is not None and end[3][4] is not None]
         if not recorded:
             return
         queue = {"queue": self._name}
-        base = int(conn.execute(_sql.ENDED_COUNT, queue).fetchone()[0])
-        ended = 0
-        for job_id, state, attempts, started_at, cancel, result, error in recorded:
+        ended = int(conn.execute(_sql.ENDED_COUNT, queue).fetchone()[0])
+        ages = {**queue, "cutoff": now + 1, "scan": len(recorded) + 8}
+        conn.execute(_sql.PRUNE_RECORDS_BY_AGE, ages)
+        for state, result, error, row in recorded:
+            job_id, attempts, started_at, cancel, keep_ms, enqueued_at = row[:6]
             if state == "failed" and cancel:
                 state = "cancelled"
+            ended += 1
             params = {
                 **queue,
                 "job_id": job_id,
                 "state": state,
+                "keep_ms": keep_ms,
+                "enqueued_at": enqueued_at,
                 "attempts": attempts,
                 "started_at": started_at,
                 "cancel": 1 if cancel else 0,
                 "result": result,
                 "error": error,
                 "now": now,
-                "seq": base + ended + 1,
+                "seq": ended,
             }
-            ended += conn.execute(_sql.END_RECORD, params).rowcount
-        if ended:
-            conn.execute(_sql.SET_ENDED, {**queue, "ended": base + ended})
-            limit = self._keep_results_limit
-            keep_within(conn, RECORDS, self._name, ended, cutoff=now + 1, limit=limit)
+            conn.execute(_sql.ADD_ENDED_RECORD, params)
+        conn.execute(_sql.PRUNE_RECORDS_OLDEST, {**queue, "upto": ended - self._keep_results_limit})
+        conn.execute(_sql.SET_ENDED, {**queue, "ended": ended})
 
     def _end_rows(
         self, conn: sqlite3.Connection, now: int, rows: Sequence[Any], state: str
     ) -> None:
-        """End the records of ``rows`` (job_id, attempts, started_at, cancel) in ``state``."""
-        ends: list[Outcome] = [
-            (row[0], state, int(row[1]), row[2], int(row[3]), None, None) for row in rows
-        ]
-        self._end_records(conn, now, ends)
+        """End the records of the jobs of ``rows`` (as _sql._SETTLED returns them) in
+        ``state``."""
+        self._end_records(conn, now, [(state, None, None, row) for row in rows])
 
     def _sweep(self, conn: sqlite3.Connection, now: int) -> None:
         """End the jobs whose cancel was requested and whose lease ran out: cancelled."""
@@ -111,19 +114,6 @@ class JobRecords:
         rows = conn.execute(_sql.SWEEP_CANCELLED, params).fetchall()
         if rows:
             self._end_rows(conn, now, rows, "cancelled")
-
-    def _add_record(self, conn: sqlite3.Connection, now: int, job_id: str) -> None:
-        """The job ``job_id`` was just stored by this object: give it a record, if it keeps
-        them. Called after the insert stored a row (so no kept record holds the id)."""
-        if self._keep_ms > 0:
-            params = {"queue": self._name, "job_id": job_id, "keep_ms": self._keep_ms, "now": now}
-            conn.execute(_sql.ADD_RECORD, params)
-
-    def _drop_expired_record(self, conn: sqlite3.Connection, now: int, job_id: str) -> None:
-        """Drop the record of ``job_id`` if its time is up, so that the id can be added again."""
-        params = {"queue": self._name, "job_id": job_id, "now": now}
-        if conn.execute(_sql.DROP_EXPIRED_RECORD, params).rowcount:
-            conn.execute(_sql.ADD_RECORDS, {"queue": self._name, "delta": -1})
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -152,32 +142,26 @@ class JobRecords:
         row = conn.execute(_sql.READ_RECORD, {"queue": self._name, "job_id": job_id}).fetchone()
         if row is None:
             return None, False
-        state, enqueued_at, attempts, started_at, finished_at, expires_at, cancel_req = row[:7]
-        result, error, row_id, job_state, available_at, lease_until = row[7:13]
-        job_attempts, job_started, job_cancel = row[13:]
+        _, state, enqueued_at, attempts, started_at, finished_at, expires_at, cancel = row[:8]
+        result, error, _, job_state, available_at, lease_until = row[8:]
         if state != "live":
-            if expires_at is not None and expires_at <= now:
+            if expires_at <= now:
                 return None, False  # its time is up: dropped by the next end
-            return _record(
-                job_id, state, attempts, enqueued_at, started_at, finished_at, cancel_req
-            ) | {"result": _blob(result), "error": _blob(error)}, False
+            stored = _record(job_id, state, attempts, enqueued_at, started_at, finished_at, cancel)
+            return stored | {"result": _blob(result), "error": _blob(error)}, False
         pending = False
         finished = None
-        if row_id is None or job_state == "ready":
+        if job_state == "ready":
             live = "queued"
         elif job_state == "delayed":
             live = "delayed" if available_at > now else "queued"
         elif lease_until > self._db.lease_clock():
             live = "running"
-        elif job_cancel:
+        elif cancel:
             live, pending, finished = "cancelled", True, now
         else:
             live = "queued"  # its lease ran out: the next take hands it out again
-        attempts_now = attempts if row_id is None else job_attempts
-        started = started_at if row_id is None else job_started
-        stored = _record(
-            job_id, live, attempts_now, enqueued_at, started, finished, job_cancel or 0
-        )
+        stored = _record(job_id, live, attempts, enqueued_at, started_at, finished, cancel)
         return stored | {"result": None, "error": None}, pending
 
     # --- cancelling -------------------------------------------------------------------------------
@@ -193,9 +177,9 @@ class JobRecords:
             self._sweep(conn, now)
             params = {"queue": self._name, "job_id": job_id}
             row = conn.execute(_sql.READ_RECORD, params).fetchone()
-            if row is None or row[0] != "live" or row[9] is None:
+            if row is None or row[1] != "live":
                 return False
-            row_id, job_state, lease_until = row[9], row[10], row[12]
+            row_id, job_state, lease_until = row[10], row[11], row[13]
             if job_state == "leased" and lease_until > self._db.lease_clock():
                 conn.execute(_sql.FLAG_CANCEL, {"id": row_id})
                 return True
@@ -231,10 +215,7 @@ class JobRecords:
             row = conn.execute(_sql.ACK_DELETE, params).fetchone()
             if row is None:
                 return False
-            job_id, attempts, started_at, cancel = row
-            self._end_records(
-                conn, now, [(job_id, "failed", attempts, started_at, cancel, None, detail)]
-            )
+            self._end_records(conn, now, [("failed", None, detail, row)])
             return True
 
         return self._db.write("fail", body, False)

@@ -1,9 +1,9 @@
-"""Bounded retention by count and age: completed jobs, dead letters and ended job records are
-kept alike.
+"""Bounded retention by count and age: completed jobs and dead letters are kept alike.
 
-Each is counted in a column of ``queues`` (``done``, ``dead``, ``records``), so keeping them
-within bounds costs O(rows dropped), not O(rows kept). Runs inside the caller's write
-transaction; no I/O of its own beyond the statements of :mod:`sqliteq._sql`.
+Both are counted in a column of ``queues`` (``done``, ``dead``), so keeping them within bounds
+costs O(rows dropped), not O(rows kept). Runs inside the caller's write transaction; no I/O of
+its own beyond the statements of :mod:`sqliteq._sql`. (Ended job records are kept the same way,
+with a keep time of their own each: :mod:`sqliteq._records`.)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from . import _sql
 
-__all__ = ["DEAD", "DONE", "RECORDS", "Retention", "keep_within"]
+__all__ = ["DEAD", "DONE", "Retention", "keep_within"]
 
 
 class Retention(NamedTuple):
@@ -27,9 +27,6 @@ class Retention(NamedTuple):
 
 DONE = Retention(_sql.DONE_COUNT, _sql.PRUNE_DONE_BY_AGE, _sql.PRUNE_DONE_OLDEST, _sql.ADD_DONE)
 DEAD = Retention(_sql.DEAD_COUNT, _sql.PRUNE_DEAD_BY_AGE, _sql.PRUNE_DEAD_OLDEST, _sql.ADD_DEAD)
-RECORDS = Retention(
-    _sql.RECORDS_COUNT, _sql.PRUNE_RECORDS_BY_AGE, _sql.PRUNE_RECORDS_OLDEST, _sql.ADD_RECORDS
-)
 
 
 def keep_within(

@@ -30,13 +30,15 @@ Layout (schema version 6)
     ``host``    (version 4) one row: which clock ``lease_until`` is on, and the end of the last
                 write-lock stall given back to the leases.
     ``topic_bindings`` (version 5) one row per ``(pattern, queue)`` binding of the file's topics.
-    ``job_records`` (version 6) one row per job record (a job added with an id through a queue
-                object opened with ``keep_results``): ``state`` is ``live`` while its job is
-                stored (its queued/delayed/running state is read from the job's row, which
-                time alone changes), or the ended state with the outcome. ``queues.records``
-                counts a queue's ended records, ``queues.ended`` is bumped at every end (the
-                watcher reads it, and ``ended_seq`` orders ends). ``jobs.started_at`` is the
-                last take, ``jobs.cancel`` is 1 once a cancel was requested while it ran.
+    ``job_records`` (version 6) one row per *ended* job record, with its outcome. While the
+                job is stored its record is its own row: ``jobs.keep_ms`` is set (the
+                ``keep_results`` of the object that added it, in ms) for a job added with an id
+                through an object opened with ``keep_results``, and its queued, delayed or
+                running state is read from the row, which time alone changes.
+                ``jobs.started_at`` is the last take, ``jobs.cancel`` is 1 once a cancel was
+                requested while it ran. ``queues.ended`` is bumped at every end and
+                ``ended_seq`` numbers the ends in order: the watcher reads the ends after the
+                last it told, and ``keep_results_limit`` keeps the records of the last ends.
 
 Take order
     ``(priority, available_at, id)``. A plain enqueue's ``available_at`` is its enqueue time; a
@@ -54,8 +56,8 @@ Invariants
     - A job id (dedup) is held by a ready, delayed or leased row, and by a kept record (version
       6; an ended record past its ``expires_at`` no longer holds it); done rows and dead letters
       do not hold it.
-    - A record is ``live`` exactly while a ready, delayed or leased row holds its id; every
-      statement that takes a job out of the queue ends its record in the same transaction.
+    - Every statement that takes a job with ``keep_ms`` out of the queue adds its ended record
+      in the same transaction (the settles return what the record needs).
     - A leased row with ``cancel = 1`` whose lease ran out is never takeable: it is ended
       ``cancelled`` by the next write that sweeps the queue (SWEEP_CANCELLED).
     - ``enqueued`` of a queue only grows.
@@ -138,23 +140,19 @@ __all__ = [
     "TOPIC_BINDINGS",
     "UNBIND_TOPIC",
     "VALUES_TAKEABLE",
-    "ADD_RECORD",
-    "ADD_RECORDS",
+    "ADD_ENDED_RECORD",
     "CANCEL_JOB",
-    "DROP_EXPIRED_RECORD",
     "ENDED_COUNT",
     "ENDS_SINCE",
-    "END_RECORD",
     "FLAG_CANCEL",
     "PRUNE_RECORDS_BY_AGE",
     "PRUNE_RECORDS_OLDEST",
+    "SET_ENDED",
     "QUEUE_ENDS",
     "READ_RECORD",
-    "RECORDS_COUNT",
-    "REVIVE_RECORD",
     "SETTLE_CANCELLED",
-    "SET_ENDED",
     "SWEEP_CANCELLED",
+    "TAKE_DEAD_RECORD",
 ]
 
 # "vmqs" in ASCII: marks a file as a sqliteq database (PRAGMA application_id, header offset 68).
@@ -298,43 +296,38 @@ CREATE TABLE topic_bindings (
     PRIMARY KEY (pattern, queue)
 ) WITHOUT ROWID"""
 
-# Version 6: job records. One row per record; the live state of a record is read from its job's
-# row (found through jobs_dedup), so takes, expiries and promotions need not touch it.
+# Version 6: job records. One row per ended record; the record of a stored job is the job's own
+# row (jobs.keep_ms set), so adds, takes, expiries and promotions write no record.
 _CREATE_JOB_RECORDS = """
 CREATE TABLE job_records (
-    id               INTEGER PRIMARY KEY,
     queue            TEXT    NOT NULL,
     job_id           TEXT    NOT NULL,
     state            TEXT    NOT NULL
-                     CHECK (state IN ('live', 'succeeded', 'failed', 'dead', 'cancelled')),
+                     CHECK (state IN ('succeeded', 'failed', 'dead', 'cancelled')),
     keep_ms          INTEGER NOT NULL,
     enqueued_at      INTEGER NOT NULL,
     attempts         INTEGER NOT NULL DEFAULT 0,
     started_at       INTEGER,
-    finished_at      INTEGER,
-    expires_at       INTEGER,
-    ended_seq        INTEGER,
+    finished_at      INTEGER NOT NULL,
+    expires_at       INTEGER NOT NULL,
+    ended_seq        INTEGER NOT NULL,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     result           BLOB,
-    error            BLOB
-)"""
+    error            BLOB,
+    PRIMARY KEY (queue, job_id)
+) WITHOUT ROWID"""
 
-# One record per (queue, job id): every lookup by id, and the dedup test of an enqueue.
-_CREATE_JOB_RECORDS_ID = "CREATE UNIQUE INDEX job_records_id ON job_records (queue, job_id)"
-
-# Ended records of a queue by expiry: the expired ones are a range from the start.
-_CREATE_JOB_RECORDS_EXPIRY = """
-CREATE INDEX job_records_expiry ON job_records (queue, expires_at) WHERE expires_at IS NOT NULL"""
-
-# Ended records of a queue in the order they ended: the limit drops from the start, and the
-# watcher reads the ends after the last one it told.
+# Ended records of a queue in the order they ended: the limit drops a range from the start,
+# retention by age looks at the oldest (expires_at is in the key so it reads no table row), and
+# the watcher reads the ends after the last one it told. With the primary key the only index:
+# an end writes two b-trees.
 _CREATE_JOB_RECORDS_ENDED = """
-CREATE INDEX job_records_ended ON job_records (queue, ended_seq) WHERE ended_seq IS NOT NULL"""
+CREATE INDEX job_records_ended ON job_records (queue, ended_seq, expires_at)"""
 
-_ADD_QUEUES_RECORDS = "ALTER TABLE queues ADD COLUMN records INTEGER NOT NULL DEFAULT 0"
 _ADD_QUEUES_ENDED = "ALTER TABLE queues ADD COLUMN ended INTEGER NOT NULL DEFAULT 0"
 _ADD_JOBS_STARTED_AT = "ALTER TABLE jobs ADD COLUMN started_at INTEGER"
 _ADD_JOBS_CANCEL = "ALTER TABLE jobs ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0"
+_ADD_JOBS_KEEP_MS = "ALTER TABLE jobs ADD COLUMN keep_ms INTEGER"
 
 # Leased jobs whose cancel was requested, by deadline: the run-out ones are a range from the
 # start. Tiny (only flagged jobs), so sweeping it costs nothing when nobody cancels.
@@ -378,13 +371,11 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (_CREATE_TOPIC_BINDINGS,),
     (
         _CREATE_JOB_RECORDS,
-        _CREATE_JOB_RECORDS_ID,
-        _CREATE_JOB_RECORDS_EXPIRY,
         _CREATE_JOB_RECORDS_ENDED,
-        _ADD_QUEUES_RECORDS,
         _ADD_QUEUES_ENDED,
         _ADD_JOBS_STARTED_AT,
         _ADD_JOBS_CANCEL,
+        _ADD_JOBS_KEEP_MS,
         _CREATE_JOBS_CANCEL,
         _DROP_JOBS_LINE,
         _CREATE_JOBS_LINE_V6,
@@ -508,7 +499,7 @@ ENQUEUE = """
 INSERT INTO jobs (queue, priority, data, state, attempts, enqueued_at, available_at)
 VALUES (:queue, :priority, :data, 'ready', 0, :now, :now)"""
 
-# A kept record holds its job id (version 6): job_records_id, one probe.
+# A kept record holds its job id (version 6): the job_records primary key, one probe.
 _NO_KEPT_RECORD = """
 NOT EXISTS (
     SELECT 1 FROM job_records WHERE queue = :queue AND job_id = :job_id
@@ -516,19 +507,19 @@ NOT EXISTS (
 )"""
 
 # jobs_dedup: the insert is ignored while a stored job of this queue has the same job_id;
-# job_records_id: nothing is inserted while a kept record holds it.
+# the job_records primary key: nothing is inserted while a kept record holds it.
 ENQUEUE_DEDUP = f"""
 INSERT OR IGNORE INTO jobs
-    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
-SELECT :queue, :priority, :data, :job_id, 'ready', 0, :now, :now
+    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at, keep_ms)
+SELECT :queue, :priority, :data, :job_id, 'ready', 0, :now, :now, :keep_ms
 WHERE {_NO_KEPT_RECORD}"""
 
-# jobs_dedup and job_records_id when :job_id is not NULL (ignored while the id is held); else
-# a plain insert.
+# jobs_dedup and the job_records primary key when :job_id is not NULL (ignored while the id is
+# held); else a plain insert.
 ENQUEUE_DELAYED = f"""
 INSERT OR IGNORE INTO jobs
-    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
-SELECT :queue, :priority, :data, :job_id, 'delayed', 0, :now, :now + :delay_ms
+    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at, keep_ms)
+SELECT :queue, :priority, :data, :job_id, 'delayed', 0, :now, :now + :delay_ms, :keep_ms
 WHERE {_NO_KEPT_RECORD}"""
 
 # jobs_delayed, the due range from its start: due delayed jobs join the line at their due time
@@ -565,7 +556,7 @@ RETURNING id, priority, available_at, data, lease_token, attempts"""
 TAKE_DELETE = f"""
 DELETE FROM jobs
 WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT 1)
-RETURNING data, job_id, attempts + 1"""
+RETURNING data, job_id, attempts + 1, keep_ms, enqueued_at"""
 
 # jobs_line: the first takeable job, kept as done without a lease (remove_on_complete=False).
 TAKE_DONE = f"""
@@ -573,14 +564,14 @@ UPDATE jobs
 SET state = 'done', lease_token = NULL, lease_until = NULL,
     attempts = attempts + 1, finished_at = :now
 WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT 1)
-RETURNING data, job_id, attempts"""
+RETURNING data, job_id, attempts, keep_ms, enqueued_at"""
 
 # jobs_lease. A lease that has run out is refused even before another take replaced its token.
 _LIVE_LEASE = """
 lease_token = :token AND queue = :queue AND state = 'leased' AND lease_until > :lease_now"""
 
 # What a settle that ends a job returns, for its record (version 6).
-_SETTLED = "RETURNING job_id, attempts, started_at, cancel"
+_SETTLED = "RETURNING job_id, attempts, started_at, cancel, keep_ms, enqueued_at"
 
 # jobs_lease. Also ``fail``: the job leaves the queue.
 ACK_DELETE = f"DELETE FROM jobs WHERE {_LIVE_LEASE} {_SETTLED}"
@@ -603,7 +594,7 @@ SETTLE_CANCELLED = f"DELETE FROM jobs WHERE {_LIVE_LEASE} AND cancel = 1 {_SETTL
 SWEEP_CANCELLED = """
 DELETE FROM jobs WHERE queue = :queue AND cancel = 1 AND lease_until <= :lease_now
 AND state = 'leased'
-RETURNING job_id, attempts, started_at, cancel"""
+RETURNING job_id, attempts, started_at, cancel, keep_ms, enqueued_at"""
 
 # jobs_lease. The job goes back to the place it had (priority, available_at and id unchanged,
 # as when its lease expires), ready now, and this delivery is not counted. Only the current,
@@ -646,7 +637,7 @@ SELECT (SELECT ready FROM queues WHERE name = :queue) + (
 )"""
 
 # jobs_dedup: whether a stored (not done) job of this queue has this job_id, or
-# job_records_id: a kept record holds it.
+# the job_records primary key: a kept record holds it.
 JOB_ID_STORED = f"""
 SELECT EXISTS (
     SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'
@@ -706,7 +697,7 @@ FROM (
 # jobs_lease: the leased job leaves the queue; the caller shelves what it returns.
 DEAD_LETTER = f"""
 DELETE FROM jobs WHERE {_LIVE_LEASE} AND cancel = 0
-RETURNING priority, data, job_id, attempts, started_at"""
+RETURNING priority, data, job_id, attempts, started_at, keep_ms, enqueued_at"""
 
 # No index read: a plain insert.
 ADD_DEAD_LETTER = """
@@ -745,13 +736,17 @@ RETURNING id, dead_at, priority, data, job_id"""
 # jobs_dedup for the test: the job gets its job id back unless a stored job holds it
 # meanwhile (then it is stored without one). A new row: end of its priority's line, now.
 REQUEUE_DEAD = """
-INSERT INTO jobs (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
+INSERT INTO jobs
+    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at, keep_ms)
 VALUES (
     :queue, :priority, :data,
     CASE WHEN EXISTS (
         SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'
     ) THEN NULL ELSE :job_id END,
-    'ready', 0, :now, :now
+    'ready', 0, :now, :now,
+    CASE WHEN EXISTS (
+        SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'
+    ) THEN NULL ELSE :keep_ms END
 )"""
 
 # --- connection settings ---------------------------------------------------------------------
@@ -786,46 +781,39 @@ TOPIC_BINDINGS = "SELECT pattern, queue FROM topic_bindings ORDER BY pattern, qu
 
 # --- job records (schema version 6) -------------------------------------------------------------
 
-# job_records_id: a record of this id that expired but was not dropped yet; dropped before a
-# new record of the id is added.
-DROP_EXPIRED_RECORD = """
-DELETE FROM job_records WHERE queue = :queue AND job_id = :job_id AND expires_at <= :now"""
-
-# No index read: a plain insert (job_records_id is maintained). Run only after the job's insert
-# stored a row, so no record of the id is kept.
-ADD_RECORD = """
-INSERT INTO job_records (queue, job_id, state, keep_ms, enqueued_at)
-VALUES (:queue, :job_id, 'live', :keep_ms, :now)"""
-
-# job_records_id for the record, then jobs_dedup for the row of its job while it is live: one
-# statement, so one snapshot of both.
+# jobs_dedup for a stored job with a record (keep_ms set), the job_records primary key for an
+# ended record: one statement, so one snapshot of both; the stored job first. Columns: rank, state,
+# enqueued_at, attempts, started_at, finished_at, expires_at, cancel, result, error, then the
+# job's row id, state, available_at and lease_until (NULL for an ended record).
 READ_RECORD = """
-SELECT r.state, r.enqueued_at, r.attempts, r.started_at, r.finished_at, r.expires_at,
-       r.cancel_requested, r.result, r.error,
-       j.id, j.state, j.available_at, j.lease_until, j.attempts, j.started_at, j.cancel
-FROM job_records AS r
-LEFT JOIN jobs AS j
-    ON r.state = 'live' AND j.queue = r.queue AND j.job_id = r.job_id AND j.state <> 'done'
-WHERE r.queue = :queue AND r.job_id = :job_id"""
+SELECT 0, 'live', enqueued_at, attempts, started_at, NULL, NULL, cancel, NULL, NULL,
+       id, state, available_at, lease_until
+FROM jobs
+WHERE queue = :queue AND job_id = :job_id AND state <> 'done' AND keep_ms IS NOT NULL
+UNION ALL
+SELECT 1, state, enqueued_at, attempts, started_at, finished_at, expires_at, cancel_requested,
+       result, error, NULL, NULL, NULL, NULL
+FROM job_records WHERE queue = :queue AND job_id = :job_id
+ORDER BY 1"""
 
-# job_records_id. Only a live record ends; an ended one keeps its outcome.
-END_RECORD = """
-UPDATE job_records
-SET state = :state, attempts = :attempts, started_at = coalesce(:started_at, started_at),
-    finished_at = :now, expires_at = :now + keep_ms, ended_seq = :seq,
-    cancel_requested = :cancel, result = :result, error = :error
-WHERE queue = :queue AND job_id = :job_id AND state = 'live'"""
+# The job_records primary key: the ended record of a job. OR REPLACE: a record of the id whose
+# time is up but that was not dropped yet (a kept one holds the id, so it is never replaced).
+ADD_ENDED_RECORD = """
+INSERT OR REPLACE INTO job_records
+    (queue, job_id, state, keep_ms, enqueued_at, attempts, started_at, finished_at, expires_at,
+     ended_seq, cancel_requested, result, error)
+VALUES (:queue, :job_id, :state, :keep_ms, :enqueued_at, :attempts, :started_at, :now,
+        :now + :keep_ms, :seq, :cancel, :result, :error)"""
 
-# job_records_id: a requeued dead letter's own record is live again, with no attempt and no
-# outcome (it stops counting as an ended record).
-REVIVE_RECORD = """
-UPDATE job_records
-SET state = 'live', attempts = 0, enqueued_at = :now, started_at = NULL, finished_at = NULL,
-    expires_at = NULL, ended_seq = NULL, cancel_requested = 0, result = NULL, error = NULL
-WHERE queue = :queue AND job_id = :job_id AND state = 'dead'"""
+# The job_records primary key: a requeued dead letter takes its own kept "dead" record back (the
+# record is its job's row again, with the record's keep_ms).
+TAKE_DEAD_RECORD = """
+DELETE FROM job_records
+WHERE queue = :queue AND job_id = :job_id AND state = 'dead' AND expires_at > :now
+RETURNING keep_ms"""
 
 # jobs primary key: a queued or delayed job cancelled, out of the queue.
-CANCEL_JOB = "DELETE FROM jobs WHERE id = :id RETURNING job_id, attempts, started_at, cancel"
+CANCEL_JOB = f"DELETE FROM jobs WHERE id = :id {_SETTLED}"
 
 # jobs primary key: a running job's cancel is requested; its consumer hears it at renewal.
 FLAG_CANCEL = "UPDATE jobs SET cancel = 1 WHERE id = :id"
@@ -842,19 +830,20 @@ ENDS_SINCE = """
 SELECT job_id, ended_seq FROM job_records
 WHERE queue = :queue AND ended_seq > :seen ORDER BY ended_seq LIMIT :limit"""
 
-# queues primary key.
-RECORDS_COUNT = "SELECT records FROM queues WHERE name = :queue"
-# queues primary key.
-ADD_RECORDS = "UPDATE queues SET records = records + :delta WHERE name = :queue"
 
-# job_records_expiry, a range from the start: ended records whose time is up (:cutoff is the
-# first millisecond they are still kept at: now + 1).
+# job_records_ended, the :scan records that ended first (covering): those of them whose time is
+# up (:cutoff is the first millisecond a record is still kept at: now + 1). Records end in order
+# and most share one keep_results, so the expired ones are at the start; one kept longer can
+# hold a shorter-lived one behind it for a while (it is not read meanwhile, and the limit still
+# bounds them all).
 PRUNE_RECORDS_BY_AGE = """
-DELETE FROM job_records WHERE queue = :queue AND expires_at < :cutoff"""
-
-# job_records_ended, from the start: the :excess records that ended first.
-PRUNE_RECORDS_OLDEST = """
-DELETE FROM job_records WHERE id IN (
-    SELECT id FROM job_records WHERE queue = :queue AND ended_seq IS NOT NULL
-    ORDER BY ended_seq LIMIT :excess
+DELETE FROM job_records WHERE queue = :queue AND job_id IN (
+    SELECT job_id FROM (
+        SELECT job_id, expires_at FROM job_records WHERE queue = :queue
+        ORDER BY ended_seq LIMIT :scan
+    ) WHERE expires_at < :cutoff
 )"""
+
+# job_records_ended, a range from the start: the records of all but the last :limit ends.
+PRUNE_RECORDS_OLDEST = """
+DELETE FROM job_records WHERE queue = :queue AND ended_seq <= :upto"""

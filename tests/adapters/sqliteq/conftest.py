@@ -72,7 +72,7 @@ def undo_version_6(conn: sqlite3.Connection) -> None:
     conn.execute("DROP INDEX jobs_line")
     conn.execute("ALTER TABLE jobs DROP COLUMN started_at")
     conn.execute("ALTER TABLE jobs DROP COLUMN cancel")
-    conn.execute("ALTER TABLE queues DROP COLUMN records")
+    conn.execute("ALTER TABLE jobs DROP COLUMN keep_ms")
     conn.execute("ALTER TABLE queues DROP COLUMN ended")
     conn.execute(
         "CREATE INDEX jobs_line ON jobs (queue, priority, available_at, id, state, lease_until)"

@@ -373,7 +373,7 @@ def test_statements_of_takes_and_dead_letters_use_their_indexes(db_path: Path) -
                 ),
                 1,
             )
-            params |= dict.fromkeys(("limit", "key", "priority", "data", "job_id"), 1)
+            params |= dict.fromkeys(("limit", "key", "priority", "data", "job_id", "keep_ms"), 1)
             steps = [
                 str(row[3])
                 for row in conn.execute("EXPLAIN QUERY PLAN " + getattr(_sql, name), params)
