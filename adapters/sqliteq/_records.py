@@ -78,26 +78,29 @@ class JobRecords:
         ended = int(conn.execute(_sql.ENDED_COUNT, queue).fetchone()[0])
         ages = {**queue, "cutoff": now + 1, "scan": len(recorded) + 8}
         conn.execute(_sql.PRUNE_RECORDS_BY_AGE, ages)
+        records = []
         for state, result, error, row in recorded:
             job_id, attempts, started_at, cancel, keep_ms, enqueued_at = row[:6]
             if state == "failed" and cancel:
                 state = "cancelled"
             ended += 1
-            params = {
-                **queue,
-                "job_id": job_id,
-                "state": state,
-                "keep_ms": keep_ms,
-                "enqueued_at": enqueued_at,
-                "attempts": attempts,
-                "started_at": started_at,
-                "cancel": 1 if cancel else 0,
-                "result": result,
-                "error": error,
-                "now": now,
-                "seq": ended,
-            }
-            conn.execute(_sql.ADD_ENDED_RECORD, params)
+            records.append(
+                {
+                    **queue,
+                    "job_id": job_id,
+                    "state": state,
+                    "keep_ms": keep_ms,
+                    "enqueued_at": enqueued_at,
+                    "attempts": attempts,
+                    "started_at": started_at,
+                    "cancel": 1 if cancel else 0,
+                    "result": result,
+                    "error": error,
+                    "now": now,
+                    "seq": ended,
+                }
+            )
+        conn.executemany(_sql.ADD_ENDED_RECORD, records)
         conn.execute(_sql.PRUNE_RECORDS_OLDEST, {**queue, "upto": ended - self._keep_results_limit})
         conn.execute(_sql.SET_ENDED, {**queue, "ended": ended})
 
