@@ -15,7 +15,21 @@ and ``sqliteq.new(path, durable=True)`` against one with ``synchronous=FULL``:
    one row in ``BEGIN IMMEDIATE``), the no-op, then ``DELETE`` of that row.
 3. drain, async: the same with an ``async def`` no-op; same baseline.
 
-Every figure is the best of 3 runs (1 with ``--quick``). Run from the repository root::
+Job records (``keep_results``), default durability, jobs added with ids in both columns:
+
+4. records on vs off, single add: ``add(None, job_id=...)`` N times into a queue opened with
+   ``keep_results=3600`` (bound to a result worker) against one without (a plain worker);
+5. records on vs off, drain: those N jobs drained by the result worker (each outcome written
+   in its acknowledgement's transaction) against the plain worker; target: records on at
+   least 0.8x records off;
+6. ``result_of`` latency: a waiting process adds a job with an id and waits for it with
+   ``result_of``; a result worker in this process runs it and returns ``time.time()`` at the
+   job's end; the latency is the waiting process's clock when ``result_of`` returned minus
+   that (the settle, the watcher noticing it, the record read); p50 and p99 over
+   ``LATENCY_JOBS`` jobs, one after another.
+
+Every figure is the best of 3 runs (1 with ``--quick``); the records rows also show the
+spread (slowest and fastest of the runs). Run from the repository root::
 
     .venv/bin/python benchmarks/sqliteq.py              # 20,000 jobs, best of 3
     .venv/bin/python benchmarks/sqliteq.py --quick      # 2,000 jobs, one run: a few seconds
@@ -50,6 +64,10 @@ import varmq  # noqa: E402
 
 CONCURRENCY = 8
 """Worker concurrency of the drain scenarios."""
+KEEP = 3600.0
+"""``keep_results`` of the records-on queues."""
+LATENCY_JOBS = 200
+"""Jobs per ``result_of`` latency run."""
 
 
 def noop(job: Any) -> None:
@@ -169,6 +187,101 @@ def raw_claim_delete(bench: Bench, directory: Path) -> float:
         conn.close()
 
 
+# -- job records ------------------------------------------------------------------------------
+
+
+def _records_queue(bench: Bench, directory: Path, keep: float) -> tuple[Any, Any, Any]:
+    """A store, a queue with or without records, and the worker type that goes with it."""
+    queues = sqliteq.new(directory / "jobs.db", durable=bench.durable)
+    if keep:
+        stored = queues.new_queue("bench", keep_results=keep)
+        worker: Any = varmq.new_result_worker(noop, CONCURRENCY, auto_run=False)
+    else:
+        stored = queues.new_queue("bench")
+        worker = varmq.new_worker(noop, CONCURRENCY, auto_run=False)
+    return queues, stored, worker
+
+
+def records_enqueue(bench: Bench, directory: Path, keep: float) -> float:
+    queues, stored, worker = _records_queue(bench, directory, keep)
+    try:
+        add = worker.with_persistent_queue(stored).add
+        ids = [f"job-{i}" for i in range(bench.n)]
+        gc.collect()
+        start = time.perf_counter()
+        for job_id in ids:
+            add(None, job_id=job_id)
+        elapsed = time.perf_counter() - start
+        _expect(len(stored), bench.n, "records enqueue")
+        return elapsed
+    finally:
+        queues.close()
+
+
+def records_drain(bench: Bench, directory: Path, keep: float) -> float:
+    queues, stored, worker = _records_queue(bench, directory, keep)
+    try:
+        add = worker.with_persistent_queue(stored).add
+        for i in range(bench.n):
+            add(None, job_id=f"job-{i}")
+        gc.collect()
+        start = time.perf_counter()
+        worker.start()
+        worker.wait()
+        elapsed = time.perf_counter() - start
+        _expect(worker.metrics.completed, bench.n, "records drain: jobs completed")
+        if keep:
+            record = stored.job_record(f"job-{bench.n - 1}")
+            _expect(int(record is not None and record["state"] == "succeeded"), 1, "a record")
+        return elapsed
+    finally:
+        worker.stop_and_wait()
+        queues.close()
+
+
+def stamp_end(job: Any) -> dict[str, float]:
+    return {"t": time.time()}
+
+
+def result_of_latency(directory: Path, jobs: int) -> list[float]:
+    """Seconds from each job's end (in this process) to ``result_of`` returning in another."""
+    path = directory / "jobs.db"
+    queues = sqliteq.new(path)
+    worker: Any = varmq.new_result_worker(stamp_end, 1)
+    try:
+        worker.with_distributed_queue(queues.new_distributed_queue("latency", keep_results=KEEP))
+        waiter = subprocess.run(
+            [sys.executable, __file__, "--result-of-waiter", str(path), str(jobs)],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=300,
+        )
+        return [float(line) for line in waiter.stdout.split()]
+    finally:
+        worker.stop_and_wait()
+        queues.close()
+
+
+def result_of_waiter(path: str, jobs: int) -> int:
+    """The waiting process: add each job, wait for its result, print the latency."""
+    queues = sqliteq.new(path)
+    handle = varmq.new_distributed_queue(queues.new_distributed_queue("latency", keep_results=KEEP))
+    latencies = []
+    for i in range(jobs):
+        assert handle.add(i, job_id=f"lat-{i}", strict=True)
+        ended = handle.result_of(f"lat-{i}", timeout=60)["t"]
+        latencies.append(time.time() - ended)
+    queues.close()
+    print("\n".join(f"{seconds:.6f}" for seconds in latencies))
+    return 0
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
 def _raw_connection(path: Path, durable: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode = WAL")
@@ -228,7 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=None, help="jobs per run (default 20000)")
     parser.add_argument("--quick", action="store_true", help="2,000 jobs, one run per figure")
+    parser.add_argument("--result-of-waiter", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.result_of_waiter:
+        return result_of_waiter(args.result_of_waiter[0], int(args.result_of_waiter[1]))
     n = args.jobs or (2_000 if args.quick else 20_000)
     repeat = 1 if args.quick else 3
     faulthandler.dump_traceback_later(900, exit=True)
@@ -265,7 +381,43 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {scenario.name} | {mode} | {rate:,.0f} | {scenario.baseline_name} | "
                 f"{base:,.0f} | {rate / base:.2f} |"
             )
+    _records_rows(n, repeat)
     return 0
+
+
+def _records_rows(n: int, repeat: int) -> None:
+    """The job-record rows: on against off in the same run, then result_of latency."""
+    runs: dict[tuple[str, bool], list[float]] = {}
+    latencies: list[list[float]] = []
+    scenarios = (("single add", records_enqueue), (f"drain, c={CONCURRENCY}", records_drain))
+    for _ in range(repeat):  # on and off alternate, so both see the same load
+        for name, run in scenarios:
+            for on in (True, False):
+                with tempfile.TemporaryDirectory(prefix="sqliteq-bench-") as directory:
+                    elapsed = run(Bench(n), Path(directory), KEEP if on else 0.0)
+                runs.setdefault((name, on), []).append(elapsed)
+        with tempfile.TemporaryDirectory(prefix="sqliteq-bench-") as directory:
+            latencies.append(result_of_latency(Path(directory), LATENCY_JOBS))
+    print()
+    print(f"Job records (keep_results={KEEP:g}), default mode, {n:,} jobs with ids; best of")
+    print(f"{repeat}, spread = slowest..fastest run:")
+    print()
+    print("| Scenario | Records on (jobs/s) | spread | Records off (jobs/s) | spread | On/off |")
+    print("|---|---:|---|---:|---|---:|")
+    for name, _ in scenarios:
+        on, off = (sorted(n / t for t in runs[name, flag]) for flag in (True, False))
+        print(
+            f"| {name} | {on[-1]:,.0f} | {on[0]:,.0f}..{on[-1]:,.0f} | {off[-1]:,.0f} | "
+            f"{off[0]:,.0f}..{off[-1]:,.0f} | {on[-1] / off[-1]:.2f} |"
+        )
+    print()
+    print(f"result_of latency, job end to the waiting process, {LATENCY_JOBS} jobs per run (ms):")
+    print()
+    print("| Run | p50 | p99 | max |")
+    print("|---|---:|---:|---:|")
+    for i, run_latencies in enumerate(latencies, 1):
+        p50, p99 = (_percentile(run_latencies, f) * 1000 for f in (0.5, 0.99))
+        print(f"| {i} | {p50:.1f} | {p99:.1f} | {max(run_latencies) * 1000:.1f} |")
 
 
 if __name__ == "__main__":

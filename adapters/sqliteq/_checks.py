@@ -47,7 +47,10 @@ class QueueOptions(TypedDict, total=False):
       seconds (default 7 days);
     - ``dead_letter_limit`` and ``dead_letter_max_age``: dead letters kept per queue and their
       longest age in seconds (defaults 10,000 and 7 days), pruned whenever the queue object
-      shelves one.
+      shelves one;
+    - ``keep_results``: seconds the record of an ended job is kept (default 0: no records; at
+      most 100 years); ``keep_results_limit``: ended records kept per queue, the oldest beyond
+      it dropped (default 10,000). See ``docs/sqliteq.md``, "Job records".
     """
 
     visibility_timeout: float
@@ -56,6 +59,8 @@ class QueueOptions(TypedDict, total=False):
     completed_max_age: float
     dead_letter_limit: int
     dead_letter_max_age: float
+    keep_results: float
+    keep_results_limit: int
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,8 @@ class QueueSettings:
     completed_max_age: float = 604_800.0
     dead_letter_limit: int = 10_000
     dead_letter_max_age: float = 604_800.0
+    keep_results: float = 0.0
+    keep_results_limit: int = 10_000
 
 
 class QueueStats(TypedDict):
@@ -106,6 +113,8 @@ RULES: Mapping[str, _Rule] = {
     "completed_max_age": _Rule(False, 0, True, MAX_DELAY, "seconds > 0, <= 100 years"),
     "dead_letter_limit": _Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
     "dead_letter_max_age": _Rule(False, 0, True, MAX_DELAY, "seconds > 0, <= 100 years"),
+    "keep_results": _Rule(False, 0, False, MAX_DELAY, "seconds >= 0, <= 100 years (0: off)"),
+    "keep_results_limit": _Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
     # arguments of queue methods
     "delay": _Rule(False, -_INF, False, MAX_DELAY, "finite seconds <= 100 years (<= 0: now)"),
     "priority": _Rule(True, -MAX_PRIORITY, False, MAX_PRIORITY, "an int within +-2**53"),
@@ -163,8 +172,11 @@ def check_name(store: str, name: Any) -> str:
     return name
 
 
-def as_bytes(subject: str, item: Any) -> bytes:
-    """``item`` as the bytes to store: bytes-like as is, ``str`` as UTF-8."""
+def as_bytes(subject: str, item: Any, what: str = "item") -> bytes:
+    """``item`` as the bytes to store: bytes-like as is, ``str`` as UTF-8.
+
+    ``what`` names the argument in messages (``"item"``, ``"result"``, ``"error"``).
+    """
     if isinstance(item, bytes):
         return item
     if isinstance(item, (bytearray, memoryview)):
@@ -173,8 +185,9 @@ def as_bytes(subject: str, item: Any) -> bytes:
         try:
             return item.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise ValueError(f"{subject}: item is a str that UTF-8 cannot encode ({exc})") from None
-    raise TypeError(f"{subject}: item of type {type(item).__name__}; expected bytes or str")
+            problem = f"{subject}: {what} is a str that UTF-8 cannot encode ({exc})"
+            raise ValueError(problem) from None
+    raise TypeError(f"{subject}: {what} of type {type(item).__name__}; expected bytes or str")
 
 
 def check_job_id(subject: str, job_id: Any) -> str:

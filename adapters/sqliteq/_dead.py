@@ -11,29 +11,22 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from . import _sql
-from ._checks import DeadLetterRecord, check, check_keys, error_text
-from ._database import Database
+from ._checks import DeadLetterRecord, as_bytes, check, check_keys, error_text
+from ._records import JobRecords
 from ._retention import DEAD, keep_within
 
 __all__ = ["DeadLetterShelf"]
 
 
-class DeadLetterShelf:
+class DeadLetterShelf(JobRecords):
     """``IDeadLetterable`` over the ``dead_letters`` table, for one queue name."""
 
     # Set by StoredQueue.__init__.
-    _db: Database
-    _name: str
-    _subject: str
-    _closed: bool
     _dead_letter_limit: int
     _dead_letter_max_age_ms: int
-
-    def _at(self, now: int) -> dict[str, int]:
-        """The times a statement binds: ``now`` (wall clock) and ``lease_now`` (lease clock)."""
-        return {"now": now, "lease_now": self._db.lease_clock()}
 
     def dead_letter(self, ack_id: str, error: str) -> bool:
         """Move the job leased under ``ack_id`` to the dead letters, recording ``error``.
@@ -41,8 +34,18 @@ class DeadLetterShelf:
         Fenced like ``acknowledge``: ``False`` when the lease is unknown, expired or taken
         over. In the same transaction, drops the queue's dead letters older than this object's
         ``dead_letter_max_age`` and the oldest beyond its ``dead_letter_limit``. Works after
-        ``close()``, like ``acknowledge``.
+        ``close()``, like ``acknowledge``. A job with a record is recorded ``"dead"``; one
+        whose cancel was requested ends ``"cancelled"`` instead of being shelved.
         """
+        return self._bury(ack_id, error, None)
+
+    def dead_letter_with_error(self, ack_id: str, error: str, record_error: Any) -> bool:
+        """``dead_letter`` that also records ``record_error`` (bytes) as the error of the job's
+        ``"dead"`` record, in the same transaction."""
+        detail = as_bytes(self._subject, record_error, "record_error")
+        return self._bury(ack_id, error, detail)
+
+    def _bury(self, ack_id: Any, error: str, detail: bytes | None) -> bool:
         if not isinstance(ack_id, str):
             return False
         text = error_text(error)
@@ -51,11 +54,15 @@ class DeadLetterShelf:
             params = {"token": ack_id, "queue": self._name, **self._at(now)}
             row = conn.execute(_sql.DEAD_LETTER, params).fetchone()
             if row is None:
-                return False
-            priority, data, job_id, attempts = row
+                cancelled = conn.execute(_sql.SETTLE_CANCELLED, params).fetchall()
+                self._end_rows(conn, now, cancelled, "cancelled")
+                return bool(cancelled)
+            priority, data, job_id, attempts, started_at, keep_ms, enqueued_at = row
             letter = {"priority": priority, "data": data, "job_id": job_id, "attempts": attempts}
             conn.execute(_sql.ADD_DEAD_LETTER, {**params, **letter, "error": text})
             self._prune_dead(conn, now)
+            settled = (job_id, attempts, started_at, 0, keep_ms, enqueued_at)
+            self._end_records(conn, now, [("dead", None, detail, settled)])
             return True
 
         return self._db.write("dead_letter", body, False)
@@ -114,7 +121,16 @@ class DeadLetterShelf:
                     if row is not None:
                         rows.append(row)
             for _, _, priority, data, job_id in rows:
-                job = {"priority": priority, "data": data, "job_id": job_id, **self._at(now)}
+                keep_ms = None
+                if job_id is not None:
+                    job_id, keep_ms = self._requeued_id(conn, now, str(job_id))
+                job = {
+                    "priority": priority,
+                    "data": data,
+                    "job_id": job_id,
+                    "keep_ms": keep_ms,
+                    **self._at(now),
+                }
                 conn.execute(_sql.REQUEUE_DEAD, {**queue, **job})
             if rows:
                 conn.execute(_sql.ADD_DEAD, {**queue, "delta": -len(rows)})
@@ -122,6 +138,21 @@ class DeadLetterShelf:
             return len(rows)
 
         return self._db.write("requeue_dead", body, 0)
+
+    def _requeued_id(
+        self, conn: sqlite3.Connection, now: int, job_id: str
+    ) -> tuple[str | None, int | None]:
+        """The job id a requeued dead letter gets back, and the ``keep_ms`` of its record: its
+        own kept ``dead`` record becomes its row again; a stored job, or the kept record of
+        another job, holding the id means it comes back without one; with no record kept, it
+        gets one if this object keeps records."""
+        params = {"queue": self._name, "job_id": job_id, "now": now}
+        row = conn.execute(_sql.TAKE_DEAD_RECORD, params).fetchone()
+        if row is not None:
+            return job_id, int(row[0])
+        if conn.execute(_sql.JOB_ID_STORED, params).fetchone()[0]:
+            return None, None
+        return job_id, (self._keep_ms or None)
 
     def purge_dead(self) -> int:
         """Delete every dead letter of this queue; how many. ``0`` once this object is closed."""

@@ -17,7 +17,7 @@ __all__ = ["DistributedPriorityQueue", "DistributedQueue", "PriorityQueue", "Que
 
 class Queue(StoredQueue):
     """A persistent FIFO queue (``IPersistentQueue``, with leases, batches, dedup, capacity,
-    delays, nacks, dead letters and stats). The optional priorities are ignored."""
+    delays, nacks, dead letters, stats and job records). The optional priorities are ignored."""
 
     def enqueue(self, item: Any) -> bool:
         """Store ``item`` (``bytes``, or ``str`` as UTF-8) last in line; ``False`` if refused."""

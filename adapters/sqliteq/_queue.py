@@ -5,7 +5,8 @@ jobs and records their leases in one ``UPDATE ... RETURNING``: no crash can lose
 the two. Leases expire by time alone: a take treats a job whose lease ran out like a ready one,
 so there is no reaper thread and opening a queue never steals live jobs. Delayed jobs need no
 timer either: a take first promotes the due ones (one indexed ``UPDATE``). The dead-letter
-shelf is in :mod:`sqliteq._dead`, the four kinds of queue in :mod:`sqliteq._kinds`.
+shelf is in :mod:`sqliteq._dead`, job records in :mod:`sqliteq._records`, the four kinds of
+queue in :mod:`sqliteq._kinds`.
 
 A method that cannot get an answer from the file raises
 :class:`~sqliteq.errors.StorageUnavailableError` naming the file and the operation, with
@@ -25,6 +26,7 @@ from . import _sql
 from ._checks import QueueSettings, QueueStats, as_bytes, check, check_job_id, delay_ms
 from ._database import Database
 from ._dead import DeadLetterShelf
+from ._records import Outcome
 from ._retention import DONE, keep_within
 from ._watch import Watcher
 from .errors import ClosedError
@@ -49,6 +51,11 @@ class StoredQueue(DeadLetterShelf):
         self._completed_max_age_ms = round(settings.completed_max_age * 1000)
         self._dead_letter_limit = settings.dead_letter_limit
         self._dead_letter_max_age_ms = round(settings.dead_letter_max_age * 1000)
+        self._keep_results = float(settings.keep_results)
+        self._keep_ms = round(settings.keep_results * 1000)
+        if self._keep_results > 0:
+            self._keep_ms = max(1, self._keep_ms)
+        self._keep_results_limit = settings.keep_results_limit
         # Set once by close(); read without a lock (a bool write is atomic).
         self._closed = False
         # Set by set_capacity(); 0: unlimited. Read once per enqueue, inside its transaction,
@@ -107,6 +114,9 @@ class StoredQueue(DeadLetterShelf):
             "data": data,
             "job_id": job_id,
             "delay_ms": wait_ms,
+            # A job with an id added through an object that keeps records: its row is its
+            # record until it ends.
+            "keep_ms": self._keep_ms if job_id is not None and self._keep_ms > 0 else None,
         }
         if wait_ms > 0:
             statement = _sql.ENQUEUE_DELAYED
@@ -117,7 +127,7 @@ class StoredQueue(DeadLetterShelf):
             capacity = self._capacity
             if capacity and self._is_full(conn, now, capacity):
                 # A job id that is already stored is there: not a refusal (as without a limit).
-                return job_id is not None and self._is_stored(conn, job_id)
+                return job_id is not None and self._is_stored(conn, now, job_id)
             added = conn.execute(statement, {**params, **self._at(now)}).rowcount == 1
             if added and wait_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
                 conn.execute(_sql.BUMP_ENQUEUED, params)
@@ -164,9 +174,9 @@ class StoredQueue(DeadLetterShelf):
         params = {"queue": self._name, **self._at(now), "capacity": capacity}
         return int(conn.execute(_sql.COUNT_WAITING, params).fetchone()[0]) >= capacity
 
-    def _is_stored(self, conn: sqlite3.Connection, job_id: str) -> bool:
-        params = {"queue": self._name, "job_id": job_id}
-        return conn.execute(_sql.JOB_ID_STORED, params).fetchone() is not None
+    def _is_stored(self, conn: sqlite3.Connection, now: int, job_id: str) -> bool:
+        params = {"queue": self._name, "job_id": job_id, "now": now}
+        return bool(conn.execute(_sql.JOB_ID_STORED, params).fetchone()[0])
 
     # --- taking ------------------------------------------------------------------------------
 
@@ -178,6 +188,7 @@ class StoredQueue(DeadLetterShelf):
 
         def body(conn: sqlite3.Connection, now: int) -> list[Any]:
             params = {"queue": self._name, **self._at(now), "lease_ms": self._lease_ms, "n": n}
+            self._sweep(conn, now)
             conn.execute(_sql.PROMOTE_DUE, params)
             return conn.execute(_sql.CLAIM, params).fetchall()
 
@@ -208,7 +219,11 @@ class StoredQueue(DeadLetterShelf):
                 return None
             if not self._remove_on_complete:
                 self._keep_done(conn, now, 1)
-            return bytes(row[0])
+            data, job_id, attempts, keep_ms, enqueued_at = row
+            # Taken for good: nobody will report another outcome.
+            taken = (job_id, attempts, now, 0, keep_ms, enqueued_at)
+            self._end_records(conn, now, [("succeeded", None, None, taken)])
+            return bytes(data)
 
         return self._db.write("take", body, None)
 
@@ -219,41 +234,42 @@ class StoredQueue(DeadLetterShelf):
         return self.acknowledge_many([ack_id])[0]
 
     def acknowledge_many(self, ack_ids: Sequence[str]) -> list[bool]:
-        """Acknowledge each id in one transaction; one result per id, in order."""
-        if not ack_ids:
+        """Acknowledge each id in one transaction; one result per id, in order.
+
+        A job with a record is recorded ``"succeeded"`` (without a result) in the same
+        transaction.
+        """
+        return self._acknowledge([(ack_id, None) for ack_id in ack_ids])
+
+    def _acknowledge(self, settled: Sequence[tuple[Any, bytes | None]]) -> list[bool]:
+        """Acknowledge each ``(ack_id, result)`` and end the records, in one transaction."""
+        if not settled:
             return []
-        refused = [False] * len(ack_ids)
+        refused = [False] * len(settled)
         statement = _sql.ACK_DELETE if self._remove_on_complete else _sql.ACK_DONE
 
         def body(conn: sqlite3.Connection, now: int) -> list[bool]:
             results = []
-            for ack_id in ack_ids:
+            ends: list[Outcome] = []
+            for ack_id, result in settled:
                 if not isinstance(ack_id, str):
                     results.append(False)
                     continue
                 params = {"token": ack_id, "queue": self._name, **self._at(now)}
-                results.append(conn.execute(statement, params).rowcount == 1)
+                row = conn.execute(statement, params).fetchone()
+                results.append(row is not None)
+                if row is not None:
+                    ends.append(("succeeded", result, None, row))
             if not self._remove_on_complete and any(results):
                 self._keep_done(conn, now, sum(results))
+            self._end_records(conn, now, ends)
             return results
 
         return self._db.write("acknowledge", body, refused)
 
     def extend_lease(self, ack_id: str) -> bool:
         """Restart the lease of ``ack_id``; ``False`` when it was lost (expired, taken over)."""
-        if not isinstance(ack_id, str):
-            return False
-
-        def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {
-                "token": ack_id,
-                "queue": self._name,
-                **self._at(now),
-                "lease_ms": self._lease_ms,
-            }
-            return bool(conn.execute(_sql.EXTEND_LEASE, params).rowcount == 1)
-
-        return self._db.write("extend_lease", body, False)
+        return self.extend_lease_or_cancel(ack_id) != "lost"
 
     def nack(self, ack_id: str, delay: float) -> bool:
         """Give the job leased under ``ack_id`` back, to be taken again after ``delay`` seconds.
@@ -269,7 +285,9 @@ class StoredQueue(DeadLetterShelf):
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
             params = {"token": ack_id, "queue": self._name, **self._at(now), "delay_ms": wait_ms}
-            return bool(conn.execute(_sql.NACK, params).rowcount == 1)
+            if conn.execute(_sql.NACK, params).rowcount == 1:
+                return True
+            return self._settle_cancelled(conn, now, params)
 
         return self._db.write("nack", body, False)
 
@@ -288,11 +306,18 @@ class StoredQueue(DeadLetterShelf):
         def body(conn: sqlite3.Connection, now: int) -> bool:
             params = {"token": ack_id, "queue": self._name, **self._at(now)}
             if conn.execute(_sql.RELEASE, params).rowcount != 1:
-                return False
+                return self._settle_cancelled(conn, now, params)
             conn.execute(_sql.BUMP_ENQUEUED, params)
             return True
 
         return self._db.write("release", body, False)
+
+    def _settle_cancelled(self, conn: sqlite3.Connection, now: int, params: Any) -> bool:
+        """A lease given back whose cancel was requested: its job ends ``"cancelled"`` instead
+        of running again. Whether there was such a lease."""
+        rows = conn.execute(_sql.SETTLE_CANCELLED, params).fetchall()
+        self._end_rows(conn, now, rows, "cancelled")
+        return bool(rows)
 
     def _keep_done(self, conn: sqlite3.Connection, now: int, added: int) -> None:
         """Count ``added`` completed jobs and drop those beyond the retention bounds."""
@@ -357,12 +382,14 @@ class StoredQueue(DeadLetterShelf):
         return self._db.read("stats", body, empty)
 
     def purge(self) -> None:
-        """Remove every waiting job (due delayed ones too). Leased jobs stay, so their workers
-        can still ack them; delayed jobs that are not due stay delayed."""
+        """Remove every waiting job (due delayed ones too); their records end ``"cancelled"``.
+        Leased jobs stay, so their workers can still ack them; delayed jobs that are not due
+        stay delayed."""
 
         def body(conn: sqlite3.Connection, now: int) -> None:
             conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._at(now)})
-            conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, **self._at(now)})
+            rows = conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, **self._at(now)})
+            self._end_rows(conn, now, rows.fetchall(), "cancelled")
 
         self._db.write("purge", body, None)
 

@@ -2,7 +2,8 @@
 
 Both are counted in a column of ``queues`` (``done``, ``dead``), so keeping them within bounds
 costs O(rows dropped), not O(rows kept). Runs inside the caller's write transaction; no I/O of
-its own beyond the statements of :mod:`sqliteq._sql`.
+its own beyond the statements of :mod:`sqliteq._sql`. (Ended job records are kept the same way,
+with a keep time of their own each: :mod:`sqliteq._records`.)
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ No I/O here. Each statement is a named constant; the comment above it names the 
 relies on. Parameters are always bound by name (``:queue``, ``:now``), never interpolated, so
 a queue name may be any text.
 
-Layout (schema version 5)
+Layout (schema version 6)
     ``queues``  one row per queue name: its kind (``fifo`` or ``priority``); ``enqueued``, a
                 counter bumped in every enqueue transaction (the watcher thread compares it to
                 tell subscribers that a job was added); ``done``, how many completed jobs of
@@ -30,6 +30,15 @@ Layout (schema version 5)
     ``host``    (version 4) one row: which clock ``lease_until`` is on, and the end of the last
                 write-lock stall given back to the leases.
     ``topic_bindings`` (version 5) one row per ``(pattern, queue)`` binding of the file's topics.
+    ``job_records`` (version 6) one row per *ended* job record, with its outcome. While the
+                job is stored its record is its own row: ``jobs.keep_ms`` is set (the
+                ``keep_results`` of the object that added it, in ms) for a job added with an id
+                through an object opened with ``keep_results``, and its queued, delayed or
+                running state is read from the row, which time alone changes.
+                ``jobs.started_at`` is the last take, ``jobs.cancel`` is 1 once a cancel was
+                requested while it ran. ``queues.ended`` is bumped at every end and
+                ``ended_seq`` numbers the ends in order: the watcher reads the ends after the
+                last it told, and ``keep_results_limit`` keeps the records of the last ends.
 
 Take order
     ``(priority, available_at, id)``. A plain enqueue's ``available_at`` is its enqueue time; a
@@ -44,8 +53,13 @@ Invariants
       so an older token never matches again (fencing).
     - A take never changes ``priority``, ``available_at`` or ``id``: an expired job keeps its
       place in line.
-    - A job id (dedup) is held by a ready, delayed or leased row; done rows and dead letters
+    - A job id (dedup) is held by a ready, delayed or leased row, and by a kept record (version
+      6; an ended record past its ``expires_at`` no longer holds it); done rows and dead letters
       do not hold it.
+    - Every statement that takes a job with ``keep_ms`` out of the queue adds its ended record
+      in the same transaction (the settles return what the record needs).
+    - A leased row with ``cancel = 1`` whose lease ran out is never takeable: it is ended
+      ``cancelled`` by the next write that sweeps the queue (SWEEP_CANCELLED).
     - ``enqueued`` of a queue only grows.
     - ``done`` of a queue equals its number of rows with ``state = 'done'``; ``dead`` equals
       its number of dead letters.
@@ -126,6 +140,19 @@ __all__ = [
     "TOPIC_BINDINGS",
     "UNBIND_TOPIC",
     "VALUES_TAKEABLE",
+    "ADD_ENDED_RECORD",
+    "CANCEL_JOB",
+    "ENDED_COUNT",
+    "ENDS_SINCE",
+    "FLAG_CANCEL",
+    "PRUNE_RECORDS_BY_AGE",
+    "PRUNE_RECORDS_OLDEST",
+    "SET_ENDED",
+    "QUEUE_ENDS",
+    "READ_RECORD",
+    "SETTLE_CANCELLED",
+    "SWEEP_CANCELLED",
+    "TAKE_DEAD_RECORD",
 ]
 
 # "vmqs" in ASCII: marks a file as a sqliteq database (PRAGMA application_id, header offset 68).
@@ -269,6 +296,51 @@ CREATE TABLE topic_bindings (
     PRIMARY KEY (pattern, queue)
 ) WITHOUT ROWID"""
 
+# Version 6: job records. One row per ended record; the record of a stored job is the job's own
+# row (jobs.keep_ms set), so adds, takes, expiries and promotions write no record.
+_CREATE_JOB_RECORDS = """
+CREATE TABLE job_records (
+    queue            TEXT    NOT NULL,
+    job_id           TEXT    NOT NULL,
+    state            TEXT    NOT NULL
+                     CHECK (state IN ('succeeded', 'failed', 'dead', 'cancelled')),
+    keep_ms          INTEGER NOT NULL,
+    enqueued_at      INTEGER NOT NULL,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    started_at       INTEGER,
+    finished_at      INTEGER NOT NULL,
+    expires_at       INTEGER NOT NULL,
+    ended_seq        INTEGER NOT NULL,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    result           BLOB,
+    error            BLOB,
+    PRIMARY KEY (queue, job_id)
+) WITHOUT ROWID"""
+
+# Ended records of a queue in the order they ended: the limit drops a range from the start,
+# retention by age looks at the oldest (expires_at is in the key so it reads no table row), and
+# the watcher reads the ends after the last one it told. With the primary key the only index:
+# an end writes two b-trees.
+_CREATE_JOB_RECORDS_ENDED = """
+CREATE INDEX job_records_ended ON job_records (queue, ended_seq, expires_at)"""
+
+_ADD_QUEUES_ENDED = "ALTER TABLE queues ADD COLUMN ended INTEGER NOT NULL DEFAULT 0"
+_ADD_JOBS_STARTED_AT = "ALTER TABLE jobs ADD COLUMN started_at INTEGER"
+_ADD_JOBS_CANCEL = "ALTER TABLE jobs ADD COLUMN cancel INTEGER NOT NULL DEFAULT 0"
+_ADD_JOBS_KEEP_MS = "ALTER TABLE jobs ADD COLUMN keep_ms INTEGER"
+
+# Leased jobs whose cancel was requested, by deadline: the run-out ones are a range from the
+# start. Tiny (only flagged jobs), so sweeping it costs nothing when nobody cancels.
+_CREATE_JOBS_CANCEL = """
+CREATE INDEX jobs_cancel ON jobs (queue, lease_until) WHERE cancel = 1"""
+
+# The line again, with ``cancel`` (version 6): the takeable test reads it for run-out leases, and
+# counts (len, stats) stay index-only.
+_DROP_JOBS_LINE = "DROP INDEX jobs_line"
+_CREATE_JOBS_LINE_V6 = """
+CREATE INDEX jobs_line ON jobs (queue, priority, available_at, id, state, lease_until, cancel)
+WHERE state IN ('ready', 'leased')"""
+
 # Applied in order; entry i brings a file from user_version i to i + 1, in one transaction.
 # Earlier entries stay exactly as that version wrote them: a new file runs them all.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -297,6 +369,17 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (_CREATE_HOST, _FILL_HOST),
     (_CREATE_TOPIC_BINDINGS,),
+    (
+        _CREATE_JOB_RECORDS,
+        _CREATE_JOB_RECORDS_ENDED,
+        _ADD_QUEUES_ENDED,
+        _ADD_JOBS_STARTED_AT,
+        _ADD_JOBS_CANCEL,
+        _ADD_JOBS_KEEP_MS,
+        _CREATE_JOBS_CANCEL,
+        _DROP_JOBS_LINE,
+        _CREATE_JOBS_LINE_V6,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -416,17 +499,28 @@ ENQUEUE = """
 INSERT INTO jobs (queue, priority, data, state, attempts, enqueued_at, available_at)
 VALUES (:queue, :priority, :data, 'ready', 0, :now, :now)"""
 
-# jobs_dedup: the insert is ignored while a stored job of this queue has the same job_id.
-ENQUEUE_DEDUP = """
-INSERT OR IGNORE INTO jobs
-    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
-VALUES (:queue, :priority, :data, :job_id, 'ready', 0, :now, :now)"""
+# A kept record holds its job id (version 6): the job_records primary key, one probe.
+_NO_KEPT_RECORD = """
+NOT EXISTS (
+    SELECT 1 FROM job_records WHERE queue = :queue AND job_id = :job_id
+    AND (expires_at IS NULL OR expires_at > :now)
+)"""
 
-# jobs_dedup when :job_id is not NULL (ignored while the id is stored); else a plain insert.
-ENQUEUE_DELAYED = """
+# jobs_dedup: the insert is ignored while a stored job of this queue has the same job_id;
+# the job_records primary key: nothing is inserted while a kept record holds it.
+ENQUEUE_DEDUP = f"""
 INSERT OR IGNORE INTO jobs
-    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
-VALUES (:queue, :priority, :data, :job_id, 'delayed', 0, :now, :now + :delay_ms)"""
+    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at, keep_ms)
+SELECT :queue, :priority, :data, :job_id, 'ready', 0, :now, :now, :keep_ms
+WHERE {_NO_KEPT_RECORD}"""
+
+# jobs_dedup and the job_records primary key when :job_id is not NULL (ignored while the id is
+# held); else a plain insert.
+ENQUEUE_DELAYED = f"""
+INSERT OR IGNORE INTO jobs
+    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at, keep_ms)
+SELECT :queue, :priority, :data, :job_id, 'delayed', 0, :now, :now + :delay_ms, :keep_ms
+WHERE {_NO_KEPT_RECORD}"""
 
 # jobs_delayed, the due range from its start: due delayed jobs join the line at their due time
 # (available_at and id unchanged). Runs first in every take, dequeue and purge.
@@ -435,10 +529,11 @@ UPDATE jobs SET state = 'ready'
 WHERE queue = :queue AND state = 'delayed' AND available_at <= :now"""
 
 # The takeable test; the literal "state IN ('ready', 'leased')" lets the planner use the
-# partial jobs_line. Ready rows are available (due delayed jobs were promoted first).
+# partial jobs_line. Ready rows are available (due delayed jobs were promoted first). A run-out
+# lease whose cancel was requested is not takeable (version 6; jobs_line holds cancel too).
 _TAKEABLE = """
 queue = :queue AND state IN ('ready', 'leased')
-AND (state = 'ready' OR lease_until <= :lease_now)"""
+AND (state = 'ready' OR (lease_until <= :lease_now AND cancel = 0))"""
 
 # What a read counts as waiting without promoting: due delayed jobs (jobs_delayed, a range).
 _DUE_DELAYED = "queue = :queue AND state = 'delayed' AND available_at <= :now"
@@ -450,7 +545,8 @@ UPDATE jobs
 SET state = 'leased',
     lease_token = lower(hex(randomblob(16))),
     lease_until = :lease_now + :lease_ms,
-    attempts = attempts + 1
+    attempts = attempts + 1,
+    started_at = :now
 WHERE id IN (
     SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT :n
 )
@@ -460,7 +556,7 @@ RETURNING id, priority, available_at, data, lease_token, attempts"""
 TAKE_DELETE = f"""
 DELETE FROM jobs
 WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT 1)
-RETURNING data"""
+RETURNING data, job_id, attempts + 1, keep_ms, enqueued_at"""
 
 # jobs_line: the first takeable job, kept as done without a lease (remove_on_complete=False).
 TAKE_DONE = f"""
@@ -468,22 +564,37 @@ UPDATE jobs
 SET state = 'done', lease_token = NULL, lease_until = NULL,
     attempts = attempts + 1, finished_at = :now
 WHERE id = (SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT 1)
-RETURNING data"""
+RETURNING data, job_id, attempts, keep_ms, enqueued_at"""
 
 # jobs_lease. A lease that has run out is refused even before another take replaced its token.
 _LIVE_LEASE = """
 lease_token = :token AND queue = :queue AND state = 'leased' AND lease_until > :lease_now"""
 
-# jobs_lease.
-ACK_DELETE = f"DELETE FROM jobs WHERE {_LIVE_LEASE}"
+# What a settle that ends a job returns, for its record (version 6).
+_SETTLED = "RETURNING job_id, attempts, started_at, cancel, keep_ms, enqueued_at"
+
+# jobs_lease. Also ``fail``: the job leaves the queue.
+ACK_DELETE = f"DELETE FROM jobs WHERE {_LIVE_LEASE} {_SETTLED}"
 
 # jobs_lease.
 ACK_DONE = f"""
 UPDATE jobs SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = :now
-WHERE {_LIVE_LEASE}"""
+WHERE {_LIVE_LEASE} {_SETTLED}"""
 
 # jobs_lease.
-EXTEND_LEASE = f"UPDATE jobs SET lease_until = :lease_now + :lease_ms WHERE {_LIVE_LEASE}"
+EXTEND_LEASE = f"""
+UPDATE jobs SET lease_until = :lease_now + :lease_ms WHERE {_LIVE_LEASE} RETURNING cancel"""
+
+# jobs_lease: a lease given back (nack, release, dead letter) whose cancel was requested ends
+# the job instead (version 6); RELEASE, NACK and DEAD_LETTER leave such a row alone.
+SETTLE_CANCELLED = f"DELETE FROM jobs WHERE {_LIVE_LEASE} AND cancel = 1 {_SETTLED}"
+
+# jobs_cancel, a range from the start: flagged jobs whose consumer let the lease run out end
+# cancelled. Run first in every take, cancel and job_record that finds one.
+SWEEP_CANCELLED = """
+DELETE FROM jobs WHERE queue = :queue AND cancel = 1 AND lease_until <= :lease_now
+AND state = 'leased'
+RETURNING job_id, attempts, started_at, cancel, keep_ms, enqueued_at"""
 
 # jobs_lease. The job goes back to the place it had (priority, available_at and id unchanged,
 # as when its lease expires), ready now, and this delivery is not counted. Only the current,
@@ -491,7 +602,7 @@ EXTEND_LEASE = f"UPDATE jobs SET lease_until = :lease_now + :lease_ms WHERE {_LI
 RELEASE = f"""
 UPDATE jobs
 SET state = 'ready', lease_token = NULL, lease_until = NULL, attempts = max(attempts - 1, 0)
-WHERE {_LIVE_LEASE}"""
+WHERE {_LIVE_LEASE} AND cancel = 0"""
 
 # jobs_lease for the row; the rowid b-tree for max(id). The job gets a new id, larger than
 # every stored row's, so it goes behind the jobs already waiting even at the same millisecond;
@@ -502,7 +613,7 @@ SET id = (SELECT max(id) FROM jobs) + 1,
     state = CASE WHEN :delay_ms > 0 THEN 'delayed' ELSE 'ready' END,
     lease_token = NULL, lease_until = NULL,
     available_at = :now + :delay_ms
-WHERE {_LIVE_LEASE}"""
+WHERE {_LIVE_LEASE} AND cancel = 0"""
 
 # jobs_line and jobs_delayed, two ranges (covering: no table row is read).
 COUNT_TAKEABLE = f"""
@@ -525,9 +636,12 @@ SELECT (SELECT ready FROM queues WHERE name = :queue) + (
     )
 )"""
 
-# jobs_dedup: whether a stored (not done) job of this queue has this job_id.
-JOB_ID_STORED = """
-SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'"""
+# jobs_dedup: whether a stored (not done) job of this queue has this job_id, or
+# the job_records primary key: a kept record holds it.
+JOB_ID_STORED = f"""
+SELECT EXISTS (
+    SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'
+) OR NOT {_NO_KEPT_RECORD}"""
 
 # jobs_line and jobs_delayed, merged and sorted in take order.
 VALUES_TAKEABLE = f"""
@@ -540,7 +654,7 @@ ORDER BY priority, available_at, id"""
 
 # jobs_line. Leased jobs stay, so that their workers can still acknowledge them; run after
 # PROMOTE_DUE, so due delayed jobs go too and the others stay delayed.
-PURGE_TAKEABLE = f"DELETE FROM jobs WHERE {_TAKEABLE}"
+PURGE_TAKEABLE = f"DELETE FROM jobs WHERE {_TAKEABLE} {_SETTLED}"
 
 # queues primary key.
 DONE_COUNT = "SELECT done FROM queues WHERE name = :queue"
@@ -566,10 +680,10 @@ SELECT line.waiting, line.in_flight, line.oldest,
        delayed.due, delayed.later, delayed.oldest,
        (SELECT dead FROM queues WHERE name = :queue)
 FROM (
-    SELECT total(state = 'ready' OR lease_until <= :lease_now) AS waiting,
+    SELECT total(state = 'ready' OR (lease_until <= :lease_now AND cancel = 0)) AS waiting,
            total(state = 'leased' AND lease_until > :lease_now) AS in_flight,
-           min(CASE WHEN state = 'ready' OR lease_until <= :lease_now THEN available_at END)
-               AS oldest
+           min(CASE WHEN state = 'ready' OR (lease_until <= :lease_now AND cancel = 0)
+               THEN available_at END) AS oldest
     FROM jobs WHERE queue = :queue AND state IN ('ready', 'leased')
 ) AS line, (
     SELECT total(available_at <= :now) AS due,
@@ -582,8 +696,8 @@ FROM (
 
 # jobs_lease: the leased job leaves the queue; the caller shelves what it returns.
 DEAD_LETTER = f"""
-DELETE FROM jobs WHERE {_LIVE_LEASE}
-RETURNING priority, data, job_id, attempts"""
+DELETE FROM jobs WHERE {_LIVE_LEASE} AND cancel = 0
+RETURNING priority, data, job_id, attempts, started_at, keep_ms, enqueued_at"""
 
 # No index read: a plain insert.
 ADD_DEAD_LETTER = """
@@ -622,13 +736,17 @@ RETURNING id, dead_at, priority, data, job_id"""
 # jobs_dedup for the test: the job gets its job id back unless a stored job holds it
 # meanwhile (then it is stored without one). A new row: end of its priority's line, now.
 REQUEUE_DEAD = """
-INSERT INTO jobs (queue, priority, data, job_id, state, attempts, enqueued_at, available_at)
+INSERT INTO jobs
+    (queue, priority, data, job_id, state, attempts, enqueued_at, available_at, keep_ms)
 VALUES (
     :queue, :priority, :data,
     CASE WHEN EXISTS (
         SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'
     ) THEN NULL ELSE :job_id END,
-    'ready', 0, :now, :now
+    'ready', 0, :now, :now,
+    CASE WHEN EXISTS (
+        SELECT 1 FROM jobs WHERE queue = :queue AND job_id = :job_id AND state <> 'done'
+    ) THEN NULL ELSE :keep_ms END
 )"""
 
 # --- connection settings ---------------------------------------------------------------------
@@ -660,3 +778,72 @@ UNBIND_TOPIC = "DELETE FROM topic_bindings WHERE pattern = :pattern AND queue = 
 TOPIC_BINDINGS = "SELECT pattern, queue FROM topic_bindings ORDER BY pattern, queue"
 # A copy of a publish: ENQUEUE, or ENQUEUE_DEDUP when the copy has a job id (REGISTER_QUEUE
 # first makes a queue never opened a FIFO queue; BUMP_ENQUEUED announces a stored copy).
+
+# --- job records (schema version 6) -------------------------------------------------------------
+
+# jobs_dedup for a stored job with a record (keep_ms set), the job_records primary key for an
+# ended record: one statement, so one snapshot of both; the stored job first. Columns: rank, state,
+# enqueued_at, attempts, started_at, finished_at, expires_at, cancel, result, error, then the
+# job's row id, state, available_at and lease_until (NULL for an ended record).
+READ_RECORD = """
+SELECT 0, 'live', enqueued_at, attempts, started_at, NULL, NULL, cancel, NULL, NULL,
+       id, state, available_at, lease_until
+FROM jobs
+WHERE queue = :queue AND job_id = :job_id AND state <> 'done' AND keep_ms IS NOT NULL
+UNION ALL
+SELECT 1, state, enqueued_at, attempts, started_at, finished_at, expires_at, cancel_requested,
+       result, error, NULL, NULL, NULL, NULL
+FROM job_records WHERE queue = :queue AND job_id = :job_id
+ORDER BY 1"""
+
+# The job_records primary key: the ended record of a job. OR REPLACE: a record of the id whose
+# time is up but that was not dropped yet (a kept one holds the id, so it is never replaced).
+ADD_ENDED_RECORD = """
+INSERT OR REPLACE INTO job_records
+    (queue, job_id, state, keep_ms, enqueued_at, attempts, started_at, finished_at, expires_at,
+     ended_seq, cancel_requested, result, error)
+VALUES (:queue, :job_id, :state, :keep_ms, :enqueued_at, :attempts, :started_at, :now,
+        :now + :keep_ms, :seq, :cancel, :result, :error)"""
+
+# The job_records primary key: a requeued dead letter takes its own kept "dead" record back (the
+# record is its job's row again, with the record's keep_ms).
+TAKE_DEAD_RECORD = """
+DELETE FROM job_records
+WHERE queue = :queue AND job_id = :job_id AND state = 'dead' AND expires_at > :now
+RETURNING keep_ms"""
+
+# jobs primary key: a queued or delayed job cancelled, out of the queue.
+CANCEL_JOB = f"DELETE FROM jobs WHERE id = :id {_SETTLED}"
+
+# jobs primary key: a running job's cancel is requested; its consumer hears it at renewal.
+FLAG_CANCEL = "UPDATE jobs SET cancel = 1 WHERE id = :id"
+
+# queues primary key.
+ENDED_COUNT = "SELECT ended FROM queues WHERE name = :queue"
+# queues primary key.
+SET_ENDED = "UPDATE queues SET ended = :ended WHERE name = :queue"
+# Full scan of queues: one row per queue name, read by the watcher after data_version changed.
+QUEUE_ENDS = "SELECT name, ended FROM queues"
+
+# job_records_ended, a range after :seen: the ends the watcher has not told yet.
+ENDS_SINCE = """
+SELECT job_id, ended_seq FROM job_records
+WHERE queue = :queue AND ended_seq > :seen ORDER BY ended_seq LIMIT :limit"""
+
+
+# job_records_ended, the :scan records that ended first (covering): those of them whose time is
+# up (:cutoff is the first millisecond a record is still kept at: now + 1). Records end in order
+# and most share one keep_results, so the expired ones are at the start; one kept longer can
+# hold a shorter-lived one behind it for a while (it is not read meanwhile, and the limit still
+# bounds them all).
+PRUNE_RECORDS_BY_AGE = """
+DELETE FROM job_records WHERE queue = :queue AND job_id IN (
+    SELECT job_id FROM (
+        SELECT job_id, expires_at FROM job_records WHERE queue = :queue
+        ORDER BY ended_seq LIMIT :scan
+    ) WHERE expires_at < :cutoff
+)"""
+
+# job_records_ended, a range from the start: the records of all but the last :limit ends.
+PRUNE_RECORDS_OLDEST = """
+DELETE FROM job_records WHERE queue = :queue AND ended_seq <= :upto"""

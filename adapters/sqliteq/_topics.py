@@ -134,6 +134,7 @@ class Topics:
                     "priority": 0,
                     "data": envelope.encode("utf-8", "surrogatepass"),
                     "job_id": job_id if message_id else None,
+                    "keep_ms": None,  # a copy has no record
                     "now": now,
                 }
                 if queue not in registered:

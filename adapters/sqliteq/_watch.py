@@ -4,7 +4,10 @@ Why a thread: SQLite has no cross-process notification. Reading the jobs table i
 would cost a query per queue per tick; instead the thread polls ``PRAGMA data_version`` on its
 own connection, which changes whenever another connection (in this process or another one)
 commits and costs no page read. Only after a change does it read the per-queue ``enqueued``
-counters (one small table) and call the callbacks of queues whose counter grew.
+counters (one small table) and call the callbacks of queues whose counter grew. Record
+subscribers (``subscribe_records``) work alike on the per-queue ``ended`` counters: after one
+grew, the thread reads the job ids that ended since (one range of ``job_records_ended``) and
+calls ``callback(job_id)`` for each.
 
 One watcher per ``Queues``, started by the first ``subscribe`` and stopped by
 ``Queues.close()``. It is a daemon thread because nothing guarantees the owner calls
@@ -28,6 +31,8 @@ logger = logging.getLogger("sqliteq")
 
 # Seconds between two data_version polls: the bound on notification latency.
 POLL_INTERVAL = 0.02
+# Most job ids told per queue and tick; beyond it, ends are skipped (waiters read again).
+ENDS_PER_TICK = 1000
 
 
 @dataclass
@@ -37,6 +42,7 @@ class _Subscription:
     owner: object
     seen: int  # the queue's enqueued counter already reported
     failed: bool = False  # the callback raised once already (logged once)
+    records: bool = False  # told job ids of ended records, not "enqueued"
 
 
 class Watcher:
@@ -66,13 +72,19 @@ class Watcher:
         self._stop = threading.Event()
 
     def subscribe(
-        self, queue: str, callback: Callable[[str], None], owner: object, baseline: int
+        self,
+        queue: str,
+        callback: Callable[[str], None],
+        owner: object,
+        baseline: int,
+        *,
+        records: bool = False,
     ) -> None:
         """Call ``callback`` whenever ``queue``'s counter grows past ``baseline``."""
         with self._lock:
             if self._stop.is_set():
                 return
-            self._subs.append(_Subscription(queue, callback, owner, baseline))
+            self._subs.append(_Subscription(queue, callback, owner, baseline, records=records))
             self._recheck = True
             if self._thread is None:
                 conn = connect(
@@ -83,6 +95,13 @@ class Watcher:
                     target=self._run, args=(conn,), name="sqliteq:watch", daemon=True
                 )
                 self._thread.start()
+
+    def subscribe_records(
+        self, queue: str, callback: Callable[[str], None], owner: object, baseline: int
+    ) -> None:
+        """Call ``callback(job_id)`` for every record of ``queue`` that ends after the end
+        numbered ``baseline``."""
+        self.subscribe(queue, callback, owner, baseline, records=True)
 
     def unsubscribe(self, owner: object) -> None:
         """Forget every subscription made by ``owner`` (a closed queue)."""
@@ -122,7 +141,18 @@ class Watcher:
                     last_version = version
                     if not subs:
                         continue
-                    counters = dict(conn.execute(_sql.QUEUE_COUNTERS).fetchall())
+                    counters: dict[str, int] = {}
+                    if any(not sub.records for sub in subs):
+                        counters = dict(conn.execute(_sql.QUEUE_COUNTERS).fetchall())
+                    ends: dict[str, int] = {}
+                    told: dict[tuple[str, int], list[str]] = {}
+                    if any(sub.records for sub in subs):
+                        ends = dict(conn.execute(_sql.QUEUE_ENDS).fetchall())
+                        for sub in subs:
+                            if sub.records and ends.get(sub.queue, 0) > sub.seen:
+                                key = (sub.queue, sub.seen)
+                                if key not in told:
+                                    told[key] = self._ended_since(conn, *key)
                     warned = False
                 except sqlite3.Error as exc:
                     if not warned:
@@ -130,6 +160,14 @@ class Watcher:
                         logger.warning("sqliteq: watching %s failed: %s", self._path, exc)
                     continue
                 for sub in subs:
+                    if sub.records:
+                        count = ends.get(sub.queue, 0)
+                        if count > sub.seen:
+                            job_ids = told.get((sub.queue, sub.seen), [])
+                            sub.seen = count
+                            for job_id in job_ids:
+                                self._notify(sub, job_id)
+                        continue
                     count = counters.get(sub.queue, 0)
                     if count > sub.seen:
                         sub.seen = count
@@ -144,9 +182,14 @@ class Watcher:
         except Exception:  # a check must never stop the notifications
             logger.exception("sqliteq: checking %s failed", self._path)
 
-    def _notify(self, sub: _Subscription) -> None:
+    @staticmethod
+    def _ended_since(conn: sqlite3.Connection, queue: str, seen: int) -> list[str]:
+        params = {"queue": queue, "seen": seen, "limit": ENDS_PER_TICK}
+        return [str(row[0]) for row in conn.execute(_sql.ENDS_SINCE, params)]
+
+    def _notify(self, sub: _Subscription, message: str = "enqueued") -> None:
         try:
-            sub.callback("enqueued")
+            sub.callback(message)
         except Exception:
             if not sub.failed:
                 sub.failed = True

@@ -1,8 +1,8 @@
 """``varmq job URL QUEUE ID``: one job's record, from a store that keeps records.
 
 The command opens stores through their adapter (``varmq.stores``); here an adapter of the test's
-own opens the reference storage, which keeps records, and sqliteq shows the refusal for a store
-whose queues keep none.
+own opens the reference storage, which keeps records; a sqliteq file is read as a real store
+is (read-only).
 """
 
 from __future__ import annotations
@@ -100,11 +100,18 @@ def test_an_unknown_job_exits_1_and_an_unknown_queue_2(storage: MemoryStorage) -
     assert code == 2 and "no queue named 'other'" in err
 
 
-def test_a_queue_that_keeps_no_records_is_named_with_the_fix(tmp_path: Path) -> None:
+def test_a_sqliteq_file_shows_the_records_its_queues_keep(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
     store = sqliteq.new(str(path))
-    store.new_queue("plain").enqueue(b'{"id": "a", "status": "Created", "data": 1}')
+    store.new_queue("plain").enqueue_dedup(b'{"id": "a", "status": "Created", "data": 1}', "a")
+    kept = store.new_queue("kept", keep_results=60)
+    kept.enqueue_dedup(b'{"id": "b", "status": "Created", "data": 2}', "b")
+    taken = kept.dequeue_with_ack_id()
+    assert taken is not None and kept.acknowledge_with_results([(taken[1], b'{"total": 3}')])
     store.close()
-    code, out, err = _job(str(path), "plain", "a")
-    assert (code, out) == (2, "")
-    assert "queue 'plain'" in err and "keeps no job records" in err
+    code, out, err = _job(str(path), "plain", "a")  # added without keep_results: no record
+    assert (code, out) == (1, "")
+    assert "queue 'plain' has no record of job 'a'" in err and "keep_results" in err
+    code, out, err = _job(str(path), "kept", "b", "--json")
+    record = json.loads(out)
+    assert (code, err, record["state"], record["result"]) == (0, "", "succeeded", {"total": 3})

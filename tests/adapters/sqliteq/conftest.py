@@ -62,3 +62,20 @@ def corrupt_jobs_pages(db_path: Path) -> None:
         for page in pages:
             fh.seek((page - 1) * page_size)
             fh.write(b"\xa5" * page_size)
+
+
+def undo_version_6(conn: sqlite3.Connection) -> None:
+    """Take a file's schema back from version 6 to version 5 (job records), rows kept, as a
+    version-5 sqliteq wrote it."""
+    conn.execute("DROP TABLE job_records")
+    conn.execute("DROP INDEX jobs_cancel")
+    conn.execute("DROP INDEX jobs_line")
+    conn.execute("ALTER TABLE jobs DROP COLUMN started_at")
+    conn.execute("ALTER TABLE jobs DROP COLUMN cancel")
+    conn.execute("ALTER TABLE jobs DROP COLUMN keep_ms")
+    conn.execute("ALTER TABLE queues DROP COLUMN ended")
+    conn.execute(
+        "CREATE INDEX jobs_line ON jobs (queue, priority, available_at, id, state, lease_until)"
+        " WHERE state IN ('ready', 'leased')"
+    )
+    conn.execute("PRAGMA user_version = 5")

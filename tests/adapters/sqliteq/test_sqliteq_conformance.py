@@ -16,26 +16,23 @@ import pytest
 import sqliteq
 from varmq.protocols import ILiveTopics
 from varmq.testing import FakeWallClock, QueuesHarness
-from varmq.testing.conformance import ALL_EXTENSIONS, RECORD_EXTENSIONS, QueueConformance
+from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
 
 OUTAGE_BUSY_TIMEOUT = 0.2
 """Seconds the stores of the suite wait for the write lock before a call raises."""
 
 
 class TestSqliteqConformance(QueueConformance):
-    """sqliteq claims every extension: capacity, delays, nacks, dead letters and stats.
+    """sqliteq claims every extension: capacity, delays, nacks, dead letters, stats and job
+    records.
 
     Each queue object gets a ``Queues`` of its own (its own connections), as separate processes
     would have; they share the file and the clock that sqliteq stores deadlines with.
     """
 
-    # TEMPORARY: job records (RECORD_EXTENSIONS: keep_results, job_record, cancel, the settles
-    # with an outcome, subscribe_records) are not implemented by this adapter yet; their
-    # conformance tests are left out until sqliteq implements them. ILiveTopics (live
-    # subscribers across processes) is not planned for SQLite: topics() is IStorageTopics only.
-    extensions = tuple(
-        e for e in ALL_EXTENSIONS if e is not ILiveTopics and e not in RECORD_EXTENSIONS
-    )
+    # ILiveTopics (live subscribers across processes) is not planned for SQLite: topics() is
+    # IStorageTopics only.
+    extensions = tuple(e for e in ALL_EXTENSIONS if e is not ILiveTopics)
 
     @pytest.fixture(autouse=True)
     def _file(self, tmp_path: Path) -> None:

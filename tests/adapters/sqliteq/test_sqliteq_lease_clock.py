@@ -20,6 +20,7 @@ import pytest
 import sqliteq
 from sqliteq import _sql
 from sqliteq._clock import host_lease_clock
+from tests.adapters.sqliteq.conftest import undo_version_6
 
 ACTOR = Path(__file__).with_name("skewed_actor.py")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
@@ -74,6 +75,7 @@ def _leased_file(path: Path, lease_until: int, lease_clock: str | None) -> None:
         "UPDATE jobs SET state = 'leased', lease_token = 'old', lease_until = ?", (lease_until,)
     )
     if lease_clock is None:  # as a version-3 sqliteq left it
+        undo_version_6(conn)
         conn.execute("DROP TABLE host")
         conn.execute("DROP TABLE topic_bindings")  # version 5's
         conn.execute(_sql.SET_USER_VERSION.format(value=3))
@@ -106,7 +108,7 @@ def test_a_version_3_file_keeps_the_time_its_wall_clock_leases_had_left(tmp_path
     (until,) = conn.execute("SELECT lease_until FROM jobs").fetchone()
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     conn.close()
-    assert version == _sql.SCHEMA_VERSION == 5
+    assert version == _sql.SCHEMA_VERSION == 6
     left = until - host_lease_clock()[1]()
     assert 290_000 < left <= 300_000  # renewed for the default 300 s lease, on the host clock
 

@@ -373,7 +373,7 @@ def test_statements_of_takes_and_dead_letters_use_their_indexes(db_path: Path) -
                 ),
                 1,
             )
-            params |= dict.fromkeys(("limit", "key", "priority", "data", "job_id"), 1)
+            params |= dict.fromkeys(("limit", "key", "priority", "data", "job_id", "keep_ms"), 1)
             steps = [
                 str(row[3])
                 for row in conn.execute("EXPLAIN QUERY PLAN " + getattr(_sql, name), params)
@@ -424,7 +424,7 @@ def test_a_version_2_file_is_migrated_keeping_its_jobs_in_order(
     path = tmp_path / "jobs.db"
     make_version_2_file(path, capacity=capacity)
     with sqliteq.new(path, clock=clock) as queues:
-        assert rows(path, "PRAGMA user_version") == [(_sql.SCHEMA_VERSION,)] == [(5,)]
+        assert rows(path, "PRAGMA user_version") == [(_sql.SCHEMA_VERSION,)] == [(6,)]
         assert queues.list_queues() == [("a", "fifo"), ("b", "priority")]
         a, b = queues.open_queue("a"), queues.open_queue("b")
         assert a.values() == [b"a-1", b"a-2"]

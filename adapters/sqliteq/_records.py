@@ -1,0 +1,290 @@
+"""Job records of a queue (schema version 6): what became of each job added with an id.
+
+A mixin of :class:`~sqliteq._queue.StoredQueue`, the base of the dead-letter shelf. A queue
+object opened with ``keep_results=SECONDS`` stores a job added with an id with ``keep_ms`` set:
+while the job is stored, its row is its record, and its state (queued, delayed, running) is
+read from the row, so adds, takes, lease expiries and due delays write nothing more. Every
+statement that takes such a job out of the queue (acknowledge, ``fail``, dead letter, cancel,
+purge, a take for good) returns what its record needs and writes the ended record into
+``job_records`` in the same transaction, fenced by the same lease token: a record never says
+``succeeded`` for a job that will be handed out again.
+
+An ended record holds its job id and is kept ``keep_results`` seconds (of the object that added
+it) after it ended, and at most ``keep_results_limit`` (of the object that ends it) per queue,
+pruned in the transaction that ends another: the ends are numbered, so the limit keeps the
+records of the last ``keep_results_limit`` ends (one index range, O(records dropped)). A record
+past its time is not read, and is dropped by a later end.
+Reads run on the read connection (one statement, one snapshot), so a file opened
+``read_only=True`` reads records too.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from . import _sql
+from ._checks import as_bytes, check_job_id
+from ._database import Database
+from ._watch import Watcher
+
+__all__ = ["JobRecords", "Outcome", "StoredJobRecord"]
+
+LeaseAnswer = Literal["held", "lost", "cancel"]
+
+# One job leaving the queue: (state, result, error) and the row the statements ending with
+# _sql._SETTLED return: (job_id, attempts, started_at, cancel, keep_ms, enqueued_at).
+Outcome = tuple[str, bytes | None, bytes | None, Sequence[Any]]
+
+# What job_record returns (varmq's StoredJobRecord): a dict with the keys below.
+StoredJobRecord = dict[str, Any]
+
+
+class JobRecords:
+    """``IJobRecords`` and ``IRecordSubscribable`` over the ``job_records`` table, for one
+    queue name; the base of the dead-letter shelf and of every queue."""
+
+    # Set by StoredQueue.__init__.
+    _db: Database
+    _watcher: Watcher
+    _name: str
+    _subject: str
+    _closed: bool
+    _keep_results: float
+    _keep_ms: int
+    _keep_results_limit: int
+
+    _lease_ms: int
+
+    def _at(self, now: int) -> dict[str, int]:
+        """The times a statement binds: ``now`` (wall clock) and ``lease_now`` (lease clock)."""
+        return {"now": now, "lease_now": self._db.lease_clock()}
+
+    @property
+    def keep_results(self) -> float:
+        """Seconds an ended job's record is kept; ``0.0``: this object adds no records."""
+        return self._keep_results
+
+    # --- ending records, inside the caller's transaction --------------------------------------
+
+    def _end_records(self, conn: sqlite3.Connection, now: int, ends: Sequence[Outcome]) -> None:
+        """Write the ended records of the jobs in ``ends`` that have one (``keep_ms`` set),
+        numbered for the watcher, and keep the ended records within their bounds."""
+        recorded = [end for end in ends if end[3][0] is not None and end[3][4] is not None]
+        if not recorded:
+            return
+        queue = {"queue": self._name}
+        ended = int(conn.execute(_sql.ENDED_COUNT, queue).fetchone()[0])
+        ages = {**queue, "cutoff": now + 1, "scan": len(recorded) + 8}
+        conn.execute(_sql.PRUNE_RECORDS_BY_AGE, ages)
+        records = []
+        for state, result, error, row in recorded:
+            job_id, attempts, started_at, cancel, keep_ms, enqueued_at = row[:6]
+            if state == "failed" and cancel:
+                state = "cancelled"
+            ended += 1
+            records.append(
+                {
+                    **queue,
+                    "job_id": job_id,
+                    "state": state,
+                    "keep_ms": keep_ms,
+                    "enqueued_at": enqueued_at,
+                    "attempts": attempts,
+                    "started_at": started_at,
+                    "cancel": 1 if cancel else 0,
+                    "result": result,
+                    "error": error,
+                    "now": now,
+                    "seq": ended,
+                }
+            )
+        conn.executemany(_sql.ADD_ENDED_RECORD, records)
+        conn.execute(_sql.PRUNE_RECORDS_OLDEST, {**queue, "upto": ended - self._keep_results_limit})
+        conn.execute(_sql.SET_ENDED, {**queue, "ended": ended})
+
+    def _end_rows(
+        self, conn: sqlite3.Connection, now: int, rows: Sequence[Any], state: str
+    ) -> None:
+        """End the records of the jobs of ``rows`` (as _sql._SETTLED returns them) in
+        ``state``."""
+        self._end_records(conn, now, [(state, None, None, row) for row in rows])
+
+    def _sweep(self, conn: sqlite3.Connection, now: int) -> None:
+        """End the jobs whose cancel was requested and whose lease ran out: cancelled."""
+        params = {"queue": self._name, **self._at(now)}
+        rows = conn.execute(_sql.SWEEP_CANCELLED, params).fetchall()
+        if rows:
+            self._end_rows(conn, now, rows, "cancelled")
+
+    # --- reading ----------------------------------------------------------------------------------
+
+    def job_record(self, job_id: str) -> StoredJobRecord | None:
+        """The record of ``job_id``; ``None`` when none is kept. Answers whatever this object's
+        own ``keep_results`` (records belong to the queue); works on a read-only file."""
+        job_id = check_job_id(self._subject, job_id)
+
+        def body(conn: sqlite3.Connection, now: int) -> tuple[StoredJobRecord | None, bool]:
+            return self._read(conn, now, job_id)
+
+        nothing: tuple[StoredJobRecord | None, bool] = (None, False)
+        record, swept = self._db.read("job_record", body, nothing)
+        if swept and not self._db.read_only:
+            # Its cancel was requested and its consumer let the lease run out: end it now, so
+            # that the record says when.
+            self._db.write("job_record", lambda conn, now: self._sweep(conn, now), None)
+            record, _ = self._db.read("job_record", body, nothing)
+        return record
+
+    def _read(
+        self, conn: sqlite3.Connection, now: int, job_id: str
+    ) -> tuple[StoredJobRecord | None, bool]:
+        """The record of ``job_id`` at ``now``, and whether it awaits a sweep (a cancelled job
+        whose lease ran out)."""
+        row = conn.execute(_sql.READ_RECORD, {"queue": self._name, "job_id": job_id}).fetchone()
+        if row is None:
+            return None, False
+        _, state, enqueued_at, attempts, started_at, finished_at, expires_at, cancel = row[:8]
+        result, error, _, job_state, available_at, lease_until = row[8:]
+        if state != "live":
+            if expires_at <= now:
+                return None, False  # its time is up: dropped by the next end
+            stored = _record(job_id, state, attempts, enqueued_at, started_at, finished_at, cancel)
+            return stored | {"result": _blob(result), "error": _blob(error)}, False
+        pending = False
+        finished = None
+        if job_state == "ready":
+            live = "queued"
+        elif job_state == "delayed":
+            live = "delayed" if available_at > now else "queued"
+        elif lease_until > self._db.lease_clock():
+            live = "running"
+        elif cancel:
+            live, pending, finished = "cancelled", True, now
+        else:
+            live = "queued"  # its lease ran out: the next take hands it out again
+        stored = _record(job_id, live, attempts, enqueued_at, started_at, finished, cancel)
+        return stored | {"result": None, "error": None}, pending
+
+    # --- cancelling -------------------------------------------------------------------------------
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel ``job_id``: a queued or delayed job leaves the queue now (``"cancelled"``), a
+        running one is flagged (``cancel_requested``) and its consumer hears it at its next
+        renewal (``extend_lease_or_cancel``). Whether there was a job to cancel: ``False`` for
+        an unknown id or an ended job. ``False`` once closed."""
+        job_id = check_job_id(self._subject, job_id)
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            self._sweep(conn, now)
+            params = {"queue": self._name, "job_id": job_id}
+            row = conn.execute(_sql.READ_RECORD, params).fetchone()
+            if row is None or row[1] != "live":
+                return False
+            row_id, job_state, lease_until = row[10], row[11], row[13]
+            if job_state == "leased" and lease_until > self._db.lease_clock():
+                conn.execute(_sql.FLAG_CANCEL, {"id": row_id})
+                return True
+            rows = conn.execute(_sql.CANCEL_JOB, {"id": row_id}).fetchall()
+            self._end_rows(conn, now, rows, "cancelled")
+            return True
+
+        return self._db.write("cancel", body, False)
+
+    # --- settles with an outcome ------------------------------------------------------------------
+
+    def _acknowledge(self, settled: Sequence[tuple[Any, bytes | None]]) -> list[bool]:
+        raise NotImplementedError  # pragma: no cover - StoredQueue's
+
+    def acknowledge_with_results(self, results: Sequence[tuple[str, Any]]) -> list[bool]:
+        """Acknowledge each ``(ack_id, result)`` in one transaction, recording each job
+        ``"succeeded"`` with its ``result`` bytes; one answer per pair, in order, as
+        ``acknowledge_many`` gives. Works after ``close()``."""
+        checked = [(ack_id, as_bytes(self._subject, r, "result")) for ack_id, r in results]
+        return self._acknowledge(checked)
+
+    def fail(self, ack_id: str, error: Any) -> bool:
+        """End the job leased under ``ack_id`` for good: it leaves the queue and its record
+        becomes ``"failed"`` with the ``error`` bytes (``"cancelled"`` when a cancel was
+        requested), in one transaction. ``False`` when the lease is unknown, expired or taken
+        over. Works after ``close()``."""
+        detail = as_bytes(self._subject, error, "error")
+        if not isinstance(ack_id, str):
+            return False
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            params = {"token": ack_id, "queue": self._name, **self._at(now)}
+            row = conn.execute(_sql.ACK_DELETE, params).fetchone()
+            if row is None:
+                return False
+            self._end_records(conn, now, [("failed", None, detail, row)])
+            return True
+
+        return self._db.write("fail", body, False)
+
+    def extend_lease_or_cancel(self, ack_id: str) -> LeaseAnswer:
+        """Restart the lease of ``ack_id`` and say whether its job should stop: ``"held"``,
+        ``"cancel"`` (extended, and a cancel was requested) or ``"lost"`` (expired, taken over
+        or unknown). Raises :class:`~sqliteq.errors.StorageUnavailableError` when the file
+        cannot answer."""
+        if not isinstance(ack_id, str):
+            return "lost"
+
+        def body(conn: sqlite3.Connection, now: int) -> LeaseAnswer:
+            params = {
+                "token": ack_id,
+                "queue": self._name,
+                **self._at(now),
+                "lease_ms": self._lease_ms,
+            }
+            row = conn.execute(_sql.EXTEND_LEASE, params).fetchone()
+            if row is None:
+                return "lost"
+            return "cancel" if row[0] else "held"
+
+        return self._db.write("extend_lease", body, "lost")
+
+    # --- hearing of ends --------------------------------------------------------------------------
+
+    def subscribe_records(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(job_id)`` on the watcher thread after a record of this queue ended,
+        through any object in any process (within about one watcher interval). Lossy: a record
+        dropped before the watcher read it is not told. Ends when this object is closed."""
+        if self._closed:
+            return
+
+        def body(conn: sqlite3.Connection, now: int) -> int:
+            row = conn.execute(_sql.ENDED_COUNT, {"queue": self._name}).fetchone()
+            return int(row[0]) if row else 0
+
+        baseline = self._db.read("subscribe_records", body, 0)
+        self._watcher.subscribe_records(self._name, callback, self, baseline)
+
+
+def _blob(value: Any) -> bytes | None:
+    return None if value is None else bytes(value)
+
+
+def _seconds(ms: int | None) -> float | None:
+    return None if ms is None else ms / 1000.0
+
+
+def _record(
+    job_id: str,
+    state: str,
+    attempts: int,
+    enqueued_at: int,
+    started_at: int | None,
+    finished_at: int | None,
+    cancel_requested: int,
+) -> StoredJobRecord:
+    return {
+        "id": job_id,
+        "state": state,
+        "attempts": int(attempts),
+        "enqueued_at": enqueued_at / 1000.0,
+        "started_at": _seconds(started_at),
+        "finished_at": _seconds(finished_at),
+        "cancel_requested": bool(cancel_requested),
+    }
