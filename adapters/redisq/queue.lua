@@ -2,7 +2,7 @@
 redisq: every Redis operation on one queue, one entry per command (dispatched on ARGV[1]).
 
 Loaded once and run with EVALSHA (redis-py register_script reloads it after NOSCRIPT). Every
-call hands over all eighteen keys of ONE queue; they share the hash tag {<escaped queue name>},
+call hands over all seventeen keys of ONE queue; they share the hash tag {<escaped queue name>},
 so the script runs on one Redis Cluster slot and touches no key it was not given. No KEYS, no
 SCAN. Each command below is atomic.
 
@@ -32,9 +32,11 @@ KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}"
                                    dead key of a "dead" record ("-" otherwise)
   KEYS[16] <q>:outcomes    HASH    caller's job id -> the result bytes (state succeeded) or the
                                    error bytes (failed, dead, cancelled) of an ended record
-  KEYS[17] <q>:record_expiry ZSET  caller's job id -> when its ended record is dropped (ms)
-  KEYS[18] <q>:record_ends ZSET    caller's job id -> sequence of its end (INCR seq): the ended
-                                   records, oldest end first, for keep_results_limit
+  KEYS[17] <q>:record_expiry ZSET  caller's job id -> when its ended record is dropped (ms):
+                                   the ended records, soonest dropped first, which is oldest
+                                   end first when every object of the queue has the same
+                                   keep_results (as varmq.protocols asks); keep_results_limit
+                                   drops from its head too
 
   job id       string.format('%015d%016d', available at (ms), INCR seq): the first 15 digits are
                when the job becomes (or became) available: now for an enqueue, the due time for a
@@ -61,7 +63,7 @@ Invariant, kept by every command:
   naming stored jobs; dead, dead_items and dead_info hold the same dead keys.
   Records: a record that is not ended (queued, delayed, running) belongs to the stored job that
   dedup names under its caller's job id, and follows it in the same command as every change of
-  that job; record_expiry and record_ends hold exactly the ended records; outcomes holds
+  that job; record_expiry holds exactly the ended records; outcomes holds
   entries of ended records only. A kept record (ended or not) holds its job id: an enqueue with
   that id stores nothing. An ended record past its expiry counts as gone: every command that
   reads it drops it first, and every take and every end drops up to 100 expired ones, then
@@ -163,7 +165,7 @@ end
 local K_META, K_READY, K_PAYLOADS, K_PRIORITIES, K_ATTEMPTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEADLINES, K_LEASED, K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_DELAYED, K_DEAD, K_DEAD_ITEMS, K_DEAD_INFO = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
-local K_RECORDS, K_OUTCOMES, K_REC_EXPIRY, K_REC_ENDS = KEYS[15], KEYS[16], KEYS[17], KEYS[18]
+local K_RECORDS, K_OUTCOMES, K_REC_EXPIRY = KEYS[15], KEYS[16], KEYS[17]
 
 -- Bounds the retention work one dead_letter call does, and the record pruning of one call.
 local PRUNE_PER_CALL = 100
@@ -257,7 +259,6 @@ local function record_drop(job_id)
   redis.call('HDEL', K_RECORDS, job_id)
   redis.call('HDEL', K_OUTCOMES, job_id)
   redis.call('ZREM', K_REC_EXPIRY, job_id)
-  redis.call('ZREM', K_REC_ENDS, job_id)
 end
 
 -- The kept record of `job_id`, or nil; an ended record past its expiry is dropped first.
@@ -281,8 +282,18 @@ local function records_prune(now)
   end
 end
 
+-- Whether the queue holds any record: read once per call, so that a queue that keeps none pays
+-- one EXISTS per call for records, not lookups per job.
+local any_records = nil
+
 -- The caller's job id and the record, not ended, of stored job `id`; nil when it has none.
 local function record_of(id)
+  if any_records == nil then
+    any_records = redis.call('EXISTS', K_RECORDS) == 1
+  end
+  if not any_records then
+    return nil
+  end
   local job_id = redis.call('HGET', K_JOB_IDS, id)
   if not job_id or redis.call('HGET', K_DEDUP, job_id) ~= id then
     return nil
@@ -296,7 +307,6 @@ end
 
 -- A new record of a job just stored with the caller's job id `job_id`.
 local function record_new(job_id, state, now, keep)
-  redis.call('HDEL', K_OUTCOMES, job_id)
   record_set(job_id, {state = state, attempts = 0, enq = int(now), started = '-',
     finished = '-', cancel = '0', keep = keep, ref = '-'})
 end
@@ -317,12 +327,11 @@ local function record_end(job_id, r, state, now, outcome)
     redis.call('HDEL', K_OUTCOMES, job_id)
   end
   redis.call('ZADD', K_REC_EXPIRY, now + tonumber(r.keep), job_id)
-  redis.call('ZADD', K_REC_ENDS, redis.call('INCR', K_SEQ), job_id)
   redis.call('PUBLISH', string.sub(K_META, 1, -5) .. 'ended', job_id)
   records_prune(now)
-  local excess = redis.call('ZCARD', K_REC_ENDS) - records_limit
+  local excess = redis.call('ZCARD', K_REC_EXPIRY) - records_limit
   if excess > 0 then
-    local oldest = redis.call('ZRANGE', K_REC_ENDS, 0, math.min(excess, PRUNE_PER_CALL) - 1)
+    local oldest = redis.call('ZRANGE', K_REC_EXPIRY, 0, math.min(excess, PRUNE_PER_CALL) - 1)
     for _, old in ipairs(oldest) do
       record_drop(old)
     end
@@ -754,7 +763,6 @@ elseif command == 'requeue_dead' then
           link(job_id, id)
           redis.call('HDEL', K_OUTCOMES, job_id)
           redis.call('ZREM', K_REC_EXPIRY, job_id)
-          redis.call('ZREM', K_REC_ENDS, job_id)
           record_new(job_id, 'queued', now, r.keep)
         elseif not r and not is_stored(job_id) then
           link(job_id, id)
