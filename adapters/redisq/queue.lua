@@ -201,11 +201,12 @@ local function waiting(now)
 end
 
 -- Drop every trace of a stored job (not its place in ready, delayed or leased: the caller did).
-local function forget(id)
+-- `job_id`: its caller's job id when the caller read it already.
+local function forget(id, job_id)
   redis.call('HDEL', K_PAYLOADS, id)
   redis.call('HDEL', K_PRIORITIES, id)
   redis.call('HDEL', K_ATTEMPTS, id)
-  local job_id = redis.call('HGET', K_JOB_IDS, id)
+  job_id = job_id or redis.call('HGET', K_JOB_IDS, id)
   if job_id then
     redis.call('HDEL', K_JOB_IDS, id)
     if redis.call('HGET', K_DEDUP, job_id) == id then
@@ -274,8 +275,13 @@ local function record_live(job_id, now)
   return r
 end
 
--- Drop up to PRUNE_PER_CALL ended records past their expiry.
+-- Drop up to PRUNE_PER_CALL ended records past their expiry; once per call is enough.
+local pruned = false
 local function records_prune(now)
+  if pruned then
+    return
+  end
+  pruned = true
   local old = redis.call('ZRANGEBYSCORE', K_REC_EXPIRY, '-inf', now, 'LIMIT', 0, PRUNE_PER_CALL)
   for _, job_id in ipairs(old) do
     record_drop(job_id)
@@ -294,8 +300,9 @@ local function record_of(id)
   if not any_records then
     return nil
   end
+  -- job_ids and dedup are inverses (the invariant): job_id names this very job.
   local job_id = redis.call('HGET', K_JOB_IDS, id)
-  if not job_id or redis.call('HGET', K_DEDUP, job_id) ~= id then
+  if not job_id then
     return nil
   end
   local r = record_get(job_id)
@@ -362,7 +369,7 @@ local function settle(id, state, now, outcome)
   if r then
     record_end(job_id, r, state, now, outcome)
   end
-  forget(id)
+  forget(id, job_id)
 end
 
 -- Whether stored job `id` (just given back by its consumer, or whose lease expired) had a
@@ -371,7 +378,7 @@ local function cancelled(id, now)
   local job_id, r = record_of(id)
   if r and r.cancel == '1' then
     record_end(job_id, r, 'cancelled', now, nil)
-    forget(id)
+    forget(id, job_id)
     return true
   end
   return false
