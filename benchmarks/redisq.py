@@ -14,13 +14,28 @@ at-least-once):
    takes, batched acks); baseline: one thread looping ``LMOVE`` to a processing list, then
    ``LREM`` from it (the classic reliable-queue pattern), unpipelined.
 
-Every figure is the best of ``--repeat`` runs (default 3). Redis: a redis-server started here on a
-free loopback port (``tests/support/redis_server.py``), or the database ``VARMQ_TEST_REDIS_URL``
-names, which is flushed, so it must be empty (``tests/support/redis_database.py``). Run from the
-repository root::
+Then job records (``keep_results``), each row measured ``--repeat`` times with its spread:
+
+4. records on vs off, single add: ``handle.add(None, job_id=...)`` N times on a queue opened
+   with ``keep_results=3600`` against the same adds (ids included) on one without records;
+   target: records on >= 0.8x records off, paired run by run.
+5. records on vs off, drain: N jobs added with ids, drained by ``varmq.new_result_worker`` on
+   the queue with records (every acknowledgement writes the job's outcome in the same script
+   call) against ``varmq.new_worker`` on the queue without; target >= 0.8x.
+6. ``result_of`` latency: a second process adds a job with an id and waits for it with
+   ``result_of``; a result worker here runs it (10 ms of work) and its end reaches the waiting
+   process through the queue's "ended" pub/sub channel. Latency: when ``result_of`` returned in
+   the waiting process minus the record's ``finished_at`` (both on this host's clock: the Redis
+   server runs here). 200 jobs per run; p50 and p99; target p50 < 5 ms.
+
+The first three figures are the best of ``--repeat`` runs (default 3). Redis: a redis-server
+started here on a free loopback port (``tests/support/redis_server.py``), or the database
+``VARMQ_TEST_REDIS_URL`` names, which is flushed, so it must be empty
+(``tests/support/redis_database.py``). Run from the repository root::
 
     .venv/bin/python benchmarks/redisq.py              # 20,000 jobs, concurrency 8
     .venv/bin/python benchmarks/redisq.py -n 2000 --repeat 1        # a quick look
+    .venv/bin/python benchmarks/redisq.py --records-only           # rows 4-6 only
     VARMQ_TEST_REDIS_URL=redis://127.0.0.1:6380/15 .venv/bin/python benchmarks/redisq.py
 """
 
@@ -29,8 +44,10 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import gc
+import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -56,6 +73,14 @@ DRAIN_TARGET = 10_000.0
 """Jobs per second the drain must reach."""
 SINGLE_ADD_TARGET = 0.8
 """Single adds must reach this share of the raw unpipelined LPUSH rate."""
+RECORDS_TARGET = 0.8
+"""With records on, single adds and drains must reach this share of the rate with them off."""
+LATENCY_P50_TARGET_MS = 5.0
+"""Median time from a job's end to ``result_of`` returning in another process."""
+KEEP = 3600.0
+"""``keep_results`` of the queues with records."""
+LATENCY_JOBS = 200
+LATENCY_WORK = 0.01
 
 
 def noop(job: Any) -> None:
@@ -191,6 +216,148 @@ def raw_lmove_lrem(bench: Bench) -> float:
     return elapsed
 
 
+# -- job records ---------------------------------------------------------------------------------
+
+
+def records_single_add(bench: Bench, keep: float) -> float:
+    queues = redisq.new(bench.url)
+    try:
+        stored = queues.new_distributed_queue(bench.fresh_name(), keep_results=keep)
+        add = varmq.new_distributed_queue(stored).add
+        ids = [f"job-{i}" for i in range(bench.n)]
+        start = time.perf_counter()
+        for job_id in ids:
+            add(None, job_id=job_id)
+        elapsed = time.perf_counter() - start
+        _expect(len(stored), bench.n, f"single add, keep_results={keep:g}")
+        return elapsed
+    finally:
+        queues.close()
+        bench.flush()
+
+
+def records_drain(bench: Bench, keep: float) -> float:
+    queues = redisq.new(bench.url)
+    make = varmq.new_result_worker if keep > 0 else varmq.new_worker
+    worker = make(noop, bench.concurrency, auto_run=False)
+    try:
+        stored = queues.new_distributed_queue(bench.fresh_name(), keep_results=keep)
+        for i in range(bench.n):
+            stored.enqueue_dedup(bench.payload, f"job-{i}")
+        _expect(len(stored), bench.n, "drain fill with ids")
+        worker.with_distributed_queue(stored)
+        gc.collect()
+        start = time.perf_counter()
+        worker.start()
+        worker.wait()
+        elapsed = time.perf_counter() - start
+        _expect(worker.metrics.completed, bench.n, f"drain, keep_results={keep:g}")
+        if keep > 0:
+            record = stored.job_record(f"job-{bench.n - 1}")
+            assert record is not None and record["state"] == "succeeded", record
+        return elapsed
+    finally:
+        worker.stop_and_wait()
+        queues.close()
+        bench.flush()
+
+
+def _work(job: Any) -> str:
+    time.sleep(LATENCY_WORK)
+    return "done"
+
+
+def result_of_latencies(bench: Bench) -> list[float]:
+    """Seconds from each job's end to ``result_of`` returning in another process."""
+    queues = redisq.new(bench.url)
+    worker: varmq.ResultWorker[Any, Any] = varmq.new_result_worker(_work, 4)
+    name = bench.fresh_name()
+    try:
+        worker.with_distributed_queue(queues.new_distributed_queue(name, keep_results=KEEP))
+        waiter = subprocess.run(
+            [sys.executable, __file__, "--waiter", bench.url, name, str(LATENCY_JOBS)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        latencies = [float(x) for x in json.loads(waiter.stdout)]
+        _expect(len(latencies), LATENCY_JOBS, "result_of latencies")
+        return latencies
+    finally:
+        worker.stop_and_wait()
+        queues.close()
+        bench.flush()
+
+
+def waiter(url: str, name: str, count: int) -> None:
+    """The waiting process of :func:`result_of_latencies`: add a job, wait for it, note how
+    long after its end ``result_of`` returned; print the list as JSON."""
+    queues = redisq.new(url)
+    handle = varmq.new_distributed_queue(queues.new_distributed_queue(name, keep_results=KEEP))
+    latencies = []
+    for i in range(count):
+        job_id = f"latency-{i}"
+        handle.add(None, job_id=job_id, strict=True)
+        if handle.result_of(job_id, timeout=30) != "done":
+            raise SystemExit(f"benchmark error: wrong result for {job_id}")
+        returned = time.time()
+        record = handle.job(job_id)
+        assert record is not None and record.finished_at is not None
+        latencies.append(returned - record.finished_at)
+    queues.close()
+    print(json.dumps(latencies))
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    """``median (min-max)`` of the runs."""
+    mid = statistics.median(values)
+    if len(values) == 1:
+        return format(mid, fmt)
+    return f"{format(mid, fmt)} ({format(min(values), fmt)}-{format(max(values), fmt)})"
+
+
+def records_rows(bench: Bench, repeat: int) -> None:
+    """Rows 4-6: records on vs off (paired run by run) and the result_of latency."""
+    print()
+    print("| Scenario | Records off (jobs/s) | Records on (jobs/s) | On / off | Target | Met |")
+    print("|---|---:|---:|---:|---|---|")
+    runs: list[tuple[str, Callable[[Bench, float], float]]] = [
+        ("single add with ids", records_single_add),
+        (f"drain with ids, c={bench.concurrency}", records_drain),
+    ]
+    for title, run in runs:
+        offs, ons = [], []
+        for _ in range(repeat):
+            offs.append(bench.n / run(bench, 0.0))
+            ons.append(bench.n / run(bench, KEEP))
+        ratios = [on / off for on, off in zip(ons, offs, strict=True)]
+        met = "yes" if statistics.median(ratios) >= RECORDS_TARGET else "NO"
+        print(
+            f"| {title} | {_spread(offs, ',.0f')} | {_spread(ons, ',.0f')} | "
+            f"{_spread(ratios, '.2f')} | >= {RECORDS_TARGET:.2f} | {met} |"
+        )
+    p50s, p99s = [], []
+    for _ in range(repeat):
+        latencies = result_of_latencies(bench)
+        p50s.append(_percentile(latencies, 0.5) * 1000)
+        p99s.append(_percentile(latencies, 0.99) * 1000)
+    met = "yes" if statistics.median(p50s) < LATENCY_P50_TARGET_MS else "NO"
+    print()
+    print("| Scenario | p50 (ms) | p99 (ms) | Target | Met |")
+    print("|---|---:|---:|---|---|")
+    print(
+        f"| result_of, job end to a waiting process ({LATENCY_JOBS} jobs a run) | "
+        f"{_spread(p50s, '.2f')} | {_spread(p99s, '.2f')} | p50 < {LATENCY_P50_TARGET_MS:g} | "
+        f"{met} |"
+    )
+
+
 def _expect(got: int, want: int, what: str) -> None:
     if got != want:
         raise SystemExit(f"benchmark error: {what}: {got}, expected {want}")
@@ -261,7 +428,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", type=int, default=20_000, help="jobs per run (default 20000)")
     parser.add_argument("-c", "--concurrency", type=int, default=8, help="worker concurrency")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure; best kept")
+    parser.add_argument("--records-only", action="store_true", help="only rows 4-6 (records)")
+    parser.add_argument(
+        "--waiter", nargs=3, metavar=("URL", "QUEUE", "COUNT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args(argv)
+    if args.waiter:
+        waiter(args.waiter[0], args.waiter[1], int(args.waiter[2]))
+        return 0
     faulthandler.dump_traceback_later(600, exit=True)
 
     server = None
@@ -283,23 +457,26 @@ def main(argv: list[str] | None = None) -> int:
         varmq_single_add(bench)  # warm-up, and the payload every run uses
         print(f"payload: {len(bench.payload)} bytes {bench.payload!r}")
         rows = []
-        for scenario in SCENARIOS:
+        for scenario in [] if args.records_only else SCENARIOS:
             rate = best_rate(scenario.varmq, bench, args.repeat)
             base = best_rate(scenario.baseline, bench, args.repeat)
             rows.append((scenario, rate, base))
-        print(f"uptime at end:   {_uptime()}")
-        print()
-        print(
-            "| Scenario | varmq + redisq (jobs/s) | Baseline | Baseline (jobs/s) | Ratio | "
-            "Target | Met |"
-        )
-        print("|---|---:|---|---:|---:|---|---|")
+        if rows:
+            print()
+            print(
+                "| Scenario | varmq + redisq (jobs/s) | Baseline | Baseline (jobs/s) | Ratio | "
+                "Target | Met |"
+            )
+            print("|---|---:|---|---:|---:|---|---|")
         for scenario, rate, base in rows:
             met = "yes" if scenario.meets(rate, base) else "NO"
             print(
                 f"| {scenario.name} | {rate:,.0f} | {scenario.baseline_name} | {base:,.0f} | "
                 f"{rate / base:.2f} | {scenario.target} | {met} |"
             )
+        records_rows(bench, args.repeat)
+        print()
+        print(f"uptime at end:   {_uptime()}")
     finally:
         if server is not None:
             server.close()

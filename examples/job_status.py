@@ -14,7 +14,7 @@ queue of a shared store, with the same calls::
     queues = sqliteq.new("jobs.db")                  # or redisq.new("redis://...")
     q = queues.new_distributed_queue("reports", keep_results=3600)
 
-(sqliteq and redisq take ``keep_results`` once their job records land; see docs/results.md.)
+(see docs/results.md for what each store keeps, and for how long.)
 
 Run it as a script: it serves a few requests in-process through ``httpx`` and checks the
 answers (that is what the tests do)::

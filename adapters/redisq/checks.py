@@ -20,6 +20,7 @@ __all__ = [
     "QueueOptions",
     "QueueSettings",
     "QueueStats",
+    "StoredJobRecord",
     "as_bytes",
     "check",
     "check_job_id",
@@ -44,12 +45,17 @@ class QueueOptions(TypedDict, total=False):
       then it can be taken again (default 300, at most 7 days);
     - ``dead_letter_limit`` and ``dead_letter_max_age``: dead letters kept per queue and their
       longest age in seconds (defaults 10,000 and 7 days), pruned (up to 100 of each) whenever
-      the queue object shelves one.
+      the queue object shelves one;
+    - ``keep_results``: seconds a job record is kept after its job ended (default 0: no
+      records; at most 100 years), and ``keep_results_limit``: ended records kept per queue
+      (default 10,000), the oldest beyond it dropped whenever the queue object ends a job.
     """
 
     visibility_timeout: float
     dead_letter_limit: int
     dead_letter_max_age: float
+    keep_results: float
+    keep_results_limit: int
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,8 @@ class QueueSettings:
     visibility_timeout: float = 300.0
     dead_letter_limit: int = 10_000
     dead_letter_max_age: float = 604_800.0
+    keep_results: float = 0.0
+    keep_results_limit: int = 10_000
 
 
 class QueueStats(TypedDict):
@@ -81,6 +89,20 @@ class DeadLetterRecord(TypedDict):
     dead_at: float
 
 
+class StoredJobRecord(TypedDict):
+    """What ``job_record()`` returns (varmq's ``StoredJobRecord``)."""
+
+    id: str
+    state: str
+    attempts: int
+    result: bytes | None
+    error: bytes | None
+    enqueued_at: float
+    started_at: float | None
+    finished_at: float | None
+    cancel_requested: bool
+
+
 class _Rule(NamedTuple):
     integer: bool  # an int; else seconds, an int or a float
     least: float  # the lowest value allowed...
@@ -95,6 +117,8 @@ RULES: Mapping[str, _Rule] = {
     "visibility_timeout": _Rule(False, 0, True, MAX_LEASE, "seconds > 0, <= 7 days"),
     "dead_letter_limit": _Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
     "dead_letter_max_age": _Rule(False, 0, True, MAX_DELAY, "seconds > 0, <= 100 years"),
+    "keep_results": _Rule(False, 0, False, MAX_DELAY, "seconds >= 0, <= 100 years (0: off)"),
+    "keep_results_limit": _Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
     # arguments of queue methods
     "delay": _Rule(False, -_INF, False, MAX_DELAY, "finite seconds <= 100 years (<= 0: now)"),
     "priority": _Rule(True, -MAX_PRIORITY, False, MAX_PRIORITY, "an int within +-2**53"),
@@ -151,8 +175,9 @@ def check_name(store: str, name: Any) -> str:
     return name
 
 
-def as_bytes(subject: str, item: Any) -> bytes:
-    """``item`` as the bytes to store: bytes-like as is, ``str`` as UTF-8."""
+def as_bytes(subject: str, item: Any, what: str = "item") -> bytes:
+    """``item`` as the bytes to store: bytes-like as is, ``str`` as UTF-8; ``what`` names it in
+    the error (``item``, ``result``, ``error``)."""
     if isinstance(item, bytes):
         return item
     if isinstance(item, (bytearray, memoryview)):
@@ -161,8 +186,10 @@ def as_bytes(subject: str, item: Any) -> bytes:
         try:
             return item.encode("utf-8")
         except UnicodeEncodeError as exc:
-            raise ValueError(f"{subject}: item is a str that UTF-8 cannot encode ({exc})") from None
-    raise TypeError(f"{subject}: item of type {type(item).__name__}; expected bytes or str")
+            raise ValueError(
+                f"{subject}: {what} is a str that UTF-8 cannot encode ({exc})"
+            ) from None
+    raise TypeError(f"{subject}: {what} of type {type(item).__name__}; expected bytes or str")
 
 
 def check_job_id(subject: str, job_id: Any) -> str:

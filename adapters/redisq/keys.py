@@ -39,6 +39,9 @@ _KEY_SUFFIXES = (
     "dead",
     "dead_items",
     "dead_info",
+    "records",
+    "outcomes",
+    "record_expiry",
 )
 # Where redisq keeps the name and kind of every queue ever opened: one HASH, outside any queue's
 # hash tag (it is one key, so it lives on one node of a cluster and needs no script).
@@ -52,11 +55,12 @@ def escape_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class QueueKeys:
-    """The keys of one queue, in the order the Lua script expects them, and its channel."""
+    """The keys of one queue, in the order the Lua script expects them, and its channels."""
 
     name: str
     keys: tuple[str, ...]
     channel: str
+    records_channel: str
 
     @property
     def meta(self) -> str:
@@ -67,6 +71,11 @@ class QueueKeys:
     def seq(self) -> str:
         """STRING counter of enqueue sequences."""
         return self.keys[9]
+
+    @property
+    def records(self) -> str:
+        """HASH caller's job id -> its job record (``keep_results``; format in queue.lua)."""
+        return self.keys[14]
 
 
 def queue_keys(name: str) -> QueueKeys:
@@ -82,6 +91,7 @@ def queue_keys(name: str) -> QueueKeys:
         name=name,
         keys=tuple(f"{base}:{suffix}" for suffix in _KEY_SUFFIXES),
         channel=f"{base}:events",
+        records_channel=f"{base}:ended",
     )
 
 

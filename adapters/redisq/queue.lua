@@ -2,7 +2,7 @@
 redisq: every Redis operation on one queue, one entry per command (dispatched on ARGV[1]).
 
 Loaded once and run with EVALSHA (redis-py register_script reloads it after NOSCRIPT). Every
-call hands over all fourteen keys of ONE queue; they share the hash tag {<escaped queue name>},
+call hands over all seventeen keys of ONE queue; they share the hash tag {<escaped queue name>},
 so the script runs on one Redis Cluster slot and touches no key it was not given. No KEYS, no
 SCAN. Each command below is atomic.
 
@@ -26,6 +26,17 @@ KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}"
   KEYS[13] <q>:dead_items  HASH    dead key -> payload bytes
   KEYS[14] <q>:dead_info   HASH    dead key -> "<attempts> <priority> <len> <caller's job id><error>"
                                    (len = byte length of the caller's job id, "" when none)
+  KEYS[15] <q>:records     HASH    caller's job id -> its job record (keep_results), the text
+                                   "<state> <attempts> <enqueued ms> <started ms|-> <finished
+                                   ms|-> <cancel requested 0|1> <keep ms> <ref>", ref being the
+                                   dead key of a "dead" record ("-" otherwise)
+  KEYS[16] <q>:outcomes    HASH    caller's job id -> the result bytes (state succeeded) or the
+                                   error bytes (failed, dead, cancelled) of an ended record
+  KEYS[17] <q>:record_expiry ZSET  caller's job id -> when its ended record is dropped (ms):
+                                   the ended records, soonest dropped first, which is oldest
+                                   end first when every object of the queue has the same
+                                   keep_results (as varmq.protocols asks); keep_results_limit
+                                   drops from its head too
 
   job id       string.format('%015d%016d', available at (ms), INCR seq): the first 15 digits are
                when the job becomes (or became) available: now for an enqueue, the due time for a
@@ -40,6 +51,8 @@ KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}"
                prefix cannot reuse a token, and the random prefix keeps tokens apart even on a
                server that lost seq.
   channel      ARGV of some commands, "<q>:events"; receives "enqueued" (pub/sub, not a key).
+  ended        "<q>:ended" (pub/sub, derived from KEYS[1]): receives the caller's job id of
+               every record that reached an ended state, from the command that ended it.
 
 Invariant, kept by every command:
   a job id is in exactly one of ready (waiting), delayed (waiting for its due time), the values
@@ -48,6 +61,13 @@ Invariant, kept by every command:
   do priorities (non-zero priorities only), attempts (taken ones only) and job_ids (when the
   caller gave an id); deadlines and leased hold the same tokens; dedup and job_ids are inverses
   naming stored jobs; dead, dead_items and dead_info hold the same dead keys.
+  Records: a record that is not ended (queued, delayed, running) belongs to the stored job that
+  dedup names under its caller's job id, and follows it in the same command as every change of
+  that job; record_expiry holds exactly the ended records; outcomes holds
+  entries of ended records only. A kept record (ended or not) holds its job id: an enqueue with
+  that id stores nothing. An ended record past its expiry counts as gone: every command that
+  reads it drops it first, and every take and every end drops up to 100 expired ones, then
+  the oldest ends beyond the limit (keep_results_limit) of the object that ended one.
   A lease whose deadline <= now is expired: it can no longer be acked, extended, nacked or
   dead-lettered (fencing), it counts as waiting, and the next take moves its job back to ready
   with the same priority and job id, hence the same place in line. A delayed job whose due
@@ -62,7 +82,8 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
   open     ARGV[3] kind ("fifo"|"priority")             -> the stored kind (sets it if unset)
   enqueue  ARGV[3] kind, ARGV[4] priority (n), ARGV[5] payload (bytes),
            ARGV[6] channel ("" = do not publish), ARGV[7] caller's job id ("" = no dedup),
-           ARGV[8] capacity (n; 0 = unlimited), ARGV[9] delay ms (n; <= 0 = available now)
+           ARGV[8] capacity (n; 0 = unlimited), ARGV[9] delay ms (n; <= 0 = available now),
+           ARGV[10] keep ms (n; absent or 0 = no record; a record needs a caller's job id)
                                                         -> 1 stored, 2 already stored (dedup
                                                            hit, nothing published), 0 refused:
                                                            capacity jobs wait, -1 the queue is
@@ -75,26 +96,50 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
                                                            is of the other kind. Publishes
                                                            "enqueued" once when any was stored
   take     ARGV[3] n (>= 1), ARGV[4] lease length ms (n), ARGV[5] token prefix,
-           ARGV[6] max expired leases to recover and max due jobs to promote first (n)
-                                                        -> flat {payload, token, attempts, ...}
-  dequeue  ARGV[3] max expired leases / due jobs to move first -> payload, or nil (no lease)
-  ack      ARGV[3..] lease tokens                       -> {1 | 0, ...} one per token
-  extend   ARGV[3] lease length ms, ARGV[4] lease token -> 1 renewed, 0 unknown or expired
+           ARGV[6] max expired leases to recover and max due jobs to promote first (n),
+           ARGV[7] records limit (n)                    -> flat {payload, token, attempts, ...}
+  dequeue  ARGV[3] max expired leases / due jobs to move first, ARGV[4] records limit (n)
+                                                        -> payload, or nil (no lease)
+  ack      ARGV[3] records limit (n), ARGV[4] "1" = pairs with results | "0" = tokens only,
+           ARGV[5..] lease tokens, or token, result (bytes), token, result, ...
+                                                        -> {1 | 0, ...} one per token
+  extend   ARGV[3] lease length ms, ARGV[4] lease token -> 1 renewed, 2 renewed and a cancel of
+                                                           its job was requested, 0 unknown or
+                                                           expired
   nack     ARGV[3] lease token, ARGV[4] delay ms (n; <= 0 = available now),
-           ARGV[5] channel ("" = do not publish)        -> 1 released, 0 unknown or expired
-  release  ARGV[3] lease token, ARGV[4] channel ("" = do not publish)
+           ARGV[5] channel ("" = do not publish), ARGV[6] records limit (n)
+                                                        -> 1 released (or ended "cancelled"),
+                                                           0 unknown or expired
+  release  ARGV[3] lease token, ARGV[4] channel ("" = do not publish), ARGV[5] records limit
                                                         -> 1 given back (same job id, so same
                                                            place in line; available now;
                                                            attempts - 1), 0 unknown or expired
+  fail     ARGV[3] lease token, ARGV[4] error (bytes), ARGV[5] records limit (n)
+                                                        -> 1 the job left the queue for good
+                                                           (record "failed", or "cancelled"
+                                                           when a cancel was requested), 0
+                                                           unknown or expired
   dead_letter ARGV[3] lease token, ARGV[4] error text, ARGV[5] dead-letter limit (n),
-           ARGV[6] dead-letter max age ms (n)           -> 1 moved to the shelf, 0 unknown or
-                                                           expired. Then drops up to 100 dead
-                                                           letters older than max age and up to
-                                                           100 of the oldest beyond the limit
+           ARGV[6] dead-letter max age ms (n), ARGV[7] "1" = ARGV[8] is the record's error
+           (bytes) | "0" = none, ARGV[9] records limit (n)
+                                                        -> 1 moved to the shelf (or ended
+                                                           "cancelled": not shelved), 0
+                                                           unknown or expired. Then drops up to
+                                                           100 dead letters older than max age
+                                                           and up to 100 of the oldest beyond
+                                                           the limit
+  job_record ARGV[3] caller's job id, ARGV[4] records limit (n)
+                                                        -> {} none, or {record text (KEYS[15]),
+                                                           1 | 0 has an outcome, outcome}
+  cancel   ARGV[3] caller's job id, ARGV[4] records limit (n)
+                                                        -> 1 removed (queued, delayed: ended
+                                                           "cancelled") or flagged (running),
+                                                           0 no record or an ended one
   dead_letters ARGV[3] limit (n >= 1)                   -> flat {dead key, dead_at ms, payload,
                                                            info, ...}, oldest first
-  requeue_dead ARGV[3] channel ("" = do not publish), ARGV[4] "all" | "some",
-           ARGV[5..] dead keys (with "some")            -> how many went back to ready, available
+  requeue_dead ARGV[3] channel ("" = do not publish), ARGV[4] keep ms (n; 0 = no new record),
+           ARGV[5] "all" | "some", ARGV[6..] dead keys (with "some")
+                                                        -> how many went back to ready, available
                                                            now, attempts reset (unknown keys
                                                            are ignored)
   purge_dead (none)                                     -> how many dead letters were deleted
@@ -103,8 +148,9 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
   values   (none)                                       -> flat {job id, priority, payload, ...}
                                                            of waiting jobs; caller sorts by
                                                            (priority, job id)
-  purge    (none)                                       -> number of waiting jobs removed
-                                                           (delayed jobs not yet due stay)
+  purge    ARGV[3] records limit (n)                    -> number of waiting jobs removed
+                                                           (delayed jobs not yet due stay);
+                                                           their records end "cancelled"
   stats    (none)                                       -> {waiting, in flight, delayed (not yet
                                                            due), dead, oldest availability ms
                                                            among waiting jobs or -1, now ms}
@@ -119,9 +165,13 @@ end
 local K_META, K_READY, K_PAYLOADS, K_PRIORITIES, K_ATTEMPTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEADLINES, K_LEASED, K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_DELAYED, K_DEAD, K_DEAD_ITEMS, K_DEAD_INFO = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
+local K_RECORDS, K_OUTCOMES, K_REC_EXPIRY = KEYS[15], KEYS[16], KEYS[17]
 
--- Bounds the retention work one dead_letter call does.
+-- Bounds the retention work one dead_letter call does, and the record pruning of one call.
 local PRUNE_PER_CALL = 100
+-- Ended records kept: set from its ARGV by every command that can end a record.
+local records_limit = 10000
+local ENDED = {succeeded = true, failed = true, dead = true, cancelled = true}
 
 local function now_ms()
   if ARGV[2] ~= '' then
@@ -151,11 +201,12 @@ local function waiting(now)
 end
 
 -- Drop every trace of a stored job (not its place in ready, delayed or leased: the caller did).
-local function forget(id)
+-- `job_id`: its caller's job id when the caller read it already.
+local function forget(id, job_id)
   redis.call('HDEL', K_PAYLOADS, id)
   redis.call('HDEL', K_PRIORITIES, id)
   redis.call('HDEL', K_ATTEMPTS, id)
-  local job_id = redis.call('HGET', K_JOB_IDS, id)
+  job_id = job_id or redis.call('HGET', K_JOB_IDS, id)
   if job_id then
     redis.call('HDEL', K_JOB_IDS, id)
     if redis.call('HGET', K_DEDUP, job_id) == id then
@@ -183,6 +234,156 @@ local function rename(old, new)
   end
 end
 
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- Job records (KEYS[15..18]). A record is a table {state, attempts (n), enq, started,
+-- finished (ms as text, "-" for none), cancel ("0" | "1"), keep (ms as text), ref}.
+local function record_get(job_id)
+  local text = redis.call('HGET', K_RECORDS, job_id)
+  if not text then
+    return nil
+  end
+  local state, attempts, enq, started, finished, cancel, keep, ref =
+    string.match(text, '^(%S+) (%d+) (%d+) (%S+) (%S+) ([01]) (%d+) (%S+)$')
+  return {state = state, attempts = tonumber(attempts), enq = enq, started = started,
+    finished = finished, cancel = cancel, keep = keep, ref = ref}
+end
+
+local function record_set(job_id, r)
+  redis.call('HSET', K_RECORDS, job_id, r.state .. ' ' .. int(r.attempts) .. ' ' .. r.enq .. ' '
+    .. r.started .. ' ' .. r.finished .. ' ' .. r.cancel .. ' ' .. r.keep .. ' ' .. r.ref)
+end
+
+local function record_drop(job_id)
+  redis.call('HDEL', K_RECORDS, job_id)
+  redis.call('HDEL', K_OUTCOMES, job_id)
+  redis.call('ZREM', K_REC_EXPIRY, job_id)
+end
+
+-- The kept record of `job_id`, or nil; an ended record past its expiry is dropped first.
+local function record_live(job_id, now)
+  local r = record_get(job_id)
+  if r and ENDED[r.state] then
+    local expiry = redis.call('ZSCORE', K_REC_EXPIRY, job_id)
+    if not expiry or tonumber(expiry) <= now then
+      record_drop(job_id)
+      return nil
+    end
+  end
+  return r
+end
+
+-- Drop up to PRUNE_PER_CALL ended records past their expiry; once per call is enough.
+local pruned = false
+local function records_prune(now)
+  if pruned then
+    return
+  end
+  pruned = true
+  local old = redis.call('ZRANGEBYSCORE', K_REC_EXPIRY, '-inf', now, 'LIMIT', 0, PRUNE_PER_CALL)
+  for _, job_id in ipairs(old) do
+    record_drop(job_id)
+  end
+end
+
+-- Whether the queue holds any record: read once per call, so that a queue that keeps none pays
+-- one EXISTS per call for records, not lookups per job.
+local any_records = nil
+
+-- The caller's job id and the record, not ended, of stored job `id`; nil when it has none.
+local function record_of(id)
+  if any_records == nil then
+    any_records = redis.call('EXISTS', K_RECORDS) == 1
+  end
+  if not any_records then
+    return nil
+  end
+  -- job_ids and dedup are inverses (the invariant): job_id names this very job.
+  local job_id = redis.call('HGET', K_JOB_IDS, id)
+  if not job_id then
+    return nil
+  end
+  local r = record_get(job_id)
+  if not r or ENDED[r.state] then
+    return nil
+  end
+  return job_id, r
+end
+
+-- A new record of a job just stored with the caller's job id `job_id`.
+local function record_new(job_id, state, now, keep)
+  record_set(job_id, {state = state, attempts = 0, enq = int(now), started = '-',
+    finished = '-', cancel = '0', keep = keep, ref = '-'})
+end
+
+-- End record `r` of `job_id` in `state` with `outcome` (bytes or nil): kept `keep` ms from
+-- `now`, announced on the ended channel; then prunes expired records and the oldest beyond
+-- records_limit.
+local function record_end(job_id, r, state, now, outcome)
+  if state == 'failed' and r.cancel == '1' then
+    state = 'cancelled'
+  end
+  r.state = state
+  r.finished = int(now)
+  record_set(job_id, r)
+  if outcome then
+    redis.call('HSET', K_OUTCOMES, job_id, outcome)
+  else
+    redis.call('HDEL', K_OUTCOMES, job_id)
+  end
+  redis.call('ZADD', K_REC_EXPIRY, now + tonumber(r.keep), job_id)
+  redis.call('PUBLISH', string.sub(K_META, 1, -5) .. 'ended', job_id)
+  records_prune(now)
+  local excess = redis.call('ZCARD', K_REC_EXPIRY) - records_limit
+  if excess > 0 then
+    local oldest = redis.call('ZRANGE', K_REC_EXPIRY, 0, math.min(excess, PRUNE_PER_CALL) - 1)
+    for _, old in ipairs(oldest) do
+      record_drop(old)
+    end
+  end
+end
+
+-- Stored job `id` changed: its record (if any) becomes `state`; `attempts` and `started` (ms)
+-- when given.
+local function record_mark(id, state, attempts, started)
+  local job_id, r = record_of(id)
+  if not r then
+    return
+  end
+  r.state = state
+  if attempts then
+    r.attempts = tonumber(attempts)
+  end
+  if started then
+    r.started = int(started)
+  end
+  record_set(job_id, r)
+end
+
+-- Stored job `id` leaves the queue for good in `state` (with `outcome`): its record ends, then
+-- the job is forgotten.
+local function settle(id, state, now, outcome)
+  local job_id, r = record_of(id)
+  if r then
+    record_end(job_id, r, state, now, outcome)
+  end
+  forget(id, job_id)
+end
+
+-- Whether stored job `id` (just given back by its consumer, or whose lease expired) had a
+-- cancel requested; if so it ended "cancelled" and is forgotten.
+local function cancelled(id, now)
+  local job_id, r = record_of(id)
+  if r and r.cancel == '1' then
+    record_end(job_id, r, 'cancelled', now, nil)
+    forget(id, job_id)
+    return true
+  end
+  return false
+end
+
 -- Remove a lease; returns the job id it held, or false.
 local function unlease(token)
   local id = redis.call('HGET', K_LEASED, token)
@@ -207,10 +408,11 @@ local function recover(now, limit)
   for _, token in ipairs(expired) do
     local id = unlease(token)
     if id then
-      if redis.call('HEXISTS', K_PAYLOADS, id) == 1 then
-        redis.call('ZADD', K_READY, priority_of(id), id)
-      else
+      if redis.call('HEXISTS', K_PAYLOADS, id) == 0 then
         forget(id)
+      elseif not cancelled(id, now) then
+        redis.call('ZADD', K_READY, priority_of(id), id)
+        record_mark(id, 'queued')
       end
     end
   end
@@ -223,6 +425,7 @@ local function promote(now, limit)
     redis.call('ZREM', K_DELAYED, id)
     if redis.call('HEXISTS', K_PAYLOADS, id) == 1 then
       redis.call('ZADD', K_READY, priority_of(id), id)
+      record_mark(id, 'queued')
     else
       forget(id)
     end
@@ -273,10 +476,11 @@ elseif command == 'enqueue' then
     return -1
   end
   local priority, payload, channel, job_id = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
-  if job_id ~= '' and is_stored(job_id) then
+  local keep = tonumber(ARGV[10] or '0')
+  local now = now_ms()
+  if job_id ~= '' and (is_stored(job_id) or record_live(job_id, now)) then
     return 2
   end
-  local now = now_ms()
   local capacity = tonumber(ARGV[8])
   if capacity > 0 and waiting(now) >= capacity then
     return 0
@@ -289,6 +493,9 @@ elseif command == 'enqueue' then
   end
   if job_id ~= '' then
     link(job_id, id)
+    if keep > 0 then
+      record_new(job_id, delay > 0 and 'delayed' or 'queued', now, int(keep))
+    end
   end
   if delay > 0 then
     redis.call('ZADD', K_DELAYED, now + delay, id)
@@ -328,8 +535,10 @@ elseif command == 'enqueue_many' then
 elseif command == 'take' then
   local now = now_ms()
   local n, lease_ms, prefix = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+  records_limit = tonumber(ARGV[7] or records_limit)
   recover(now, tonumber(ARGV[6]))
   promote(now, tonumber(ARGV[6]))
+  records_prune(now)
   local popped = redis.call('ZPOPMIN', K_READY, n)
   local deadline = now + lease_ms
   local out = {}
@@ -343,9 +552,11 @@ elseif command == 'take' then
       local token = prefix .. ':' .. redis.call('INCR', K_SEQ)
       redis.call('ZADD', K_DEADLINES, deadline, token)
       redis.call('HSET', K_LEASED, token, id)
+      local attempts = redis.call('HINCRBY', K_ATTEMPTS, id, 1)
       out[#out + 1] = payload
       out[#out + 1] = token
-      out[#out + 1] = redis.call('HINCRBY', K_ATTEMPTS, id, 1)
+      out[#out + 1] = attempts
+      record_mark(id, 'running', attempts, now)
     else
       forget(id) -- a job without a payload cannot be delivered; keep the invariant
     end
@@ -354,6 +565,7 @@ elseif command == 'take' then
 
 elseif command == 'dequeue' then
   local now = now_ms()
+  records_limit = tonumber(ARGV[4] or records_limit)
   recover(now, tonumber(ARGV[3]))
   promote(now, tonumber(ARGV[3]))
   while true do
@@ -362,7 +574,12 @@ elseif command == 'dequeue' then
       return nil
     end
     local payload = redis.call('HGET', K_PAYLOADS, popped[1])
-    forget(popped[1])
+    if payload then
+      -- Taken for good: nobody will report an outcome.
+      local attempts = (tonumber(redis.call('HGET', K_ATTEMPTS, popped[1])) or 0) + 1
+      record_mark(popped[1], 'running', attempts, now)
+    end
+    settle(popped[1], 'succeeded', now, nil)
     if payload then
       return payload
     end
@@ -370,13 +587,15 @@ elseif command == 'dequeue' then
 
 elseif command == 'ack' then
   local now = now_ms()
+  records_limit = tonumber(ARGV[3])
+  local step = ARGV[4] == '1' and 2 or 1
   local out = {}
-  for i = 3, #ARGV do
+  for i = 5, #ARGV, step do
     local deadline = redis.call('ZSCORE', K_DEADLINES, ARGV[i])
     if deadline and tonumber(deadline) > now then
       local id = unlease(ARGV[i])
       if id then
-        forget(id)
+        settle(id, 'succeeded', now, step == 2 and ARGV[i + 1] or nil)
       end
       out[#out + 1] = 1
     else
@@ -391,18 +610,26 @@ elseif command == 'extend' then
   local deadline = redis.call('ZSCORE', K_DEADLINES, token)
   if deadline and tonumber(deadline) > now then
     redis.call('ZADD', K_DEADLINES, now + tonumber(ARGV[3]), token)
+    local _, r = record_of(redis.call('HGET', K_LEASED, token))
+    if r and r.cancel == '1' then
+      return 2
+    end
     return 1
   end
   return 0
 
 elseif command == 'nack' then
   local now = now_ms()
+  records_limit = tonumber(ARGV[6] or records_limit)
   local id = release(ARGV[3], now)
   if not id then
     return 0
   end
   if redis.call('HEXISTS', K_PAYLOADS, id) == 0 then
     forget(id)
+    return 1
+  end
+  if cancelled(id, now) then
     return 1
   end
   local delay, channel = tonumber(ARGV[4]), ARGV[5]
@@ -411,8 +638,10 @@ elseif command == 'nack' then
   rename(id, new)
   if delay > 0 then
     redis.call('ZADD', K_DELAYED, due, new)
+    record_mark(new, 'delayed')
   else
     redis.call('ZADD', K_READY, priority_of(new), new)
+    record_mark(new, 'queued')
     if channel ~= '' then
       redis.call('PUBLISH', channel, 'enqueued')
     end
@@ -420,7 +649,9 @@ elseif command == 'nack' then
   return 1
 
 elseif command == 'release' then
-  local id = release(ARGV[3], now_ms())
+  local now = now_ms()
+  records_limit = tonumber(ARGV[5] or records_limit)
+  local id = release(ARGV[3], now)
   if not id then
     return 0
   end
@@ -428,26 +659,50 @@ elseif command == 'release' then
     forget(id)
     return 1
   end
+  if cancelled(id, now) then
+    return 1
+  end
   -- This delivery does not count: the next take reports the same attempt again.
-  if redis.call('HINCRBY', K_ATTEMPTS, id, -1) <= 0 then
+  local attempts = redis.call('HINCRBY', K_ATTEMPTS, id, -1)
+  if attempts <= 0 then
     redis.call('HDEL', K_ATTEMPTS, id)
   end
   redis.call('ZADD', K_READY, priority_of(id), id)
+  record_mark(id, 'queued', math.max(attempts, 0))
   if ARGV[4] ~= '' then
     redis.call('PUBLISH', ARGV[4], 'enqueued')
   end
   return 1
 
-elseif command == 'dead_letter' then
+elseif command == 'fail' then
   local now = now_ms()
+  records_limit = tonumber(ARGV[5])
   local id = release(ARGV[3], now)
   if not id then
     return 0
+  end
+  settle(id, 'failed', now, ARGV[4])
+  return 1
+
+elseif command == 'dead_letter' then
+  local now = now_ms()
+  records_limit = tonumber(ARGV[9] or records_limit)
+  local id = release(ARGV[3], now)
+  if not id then
+    return 0
+  end
+  if cancelled(id, now) then
+    return 1
   end
   local payload = redis.call('HGET', K_PAYLOADS, id)
   local attempts = redis.call('HGET', K_ATTEMPTS, id) or '0'
   local job_id = redis.call('HGET', K_JOB_IDS, id) or ''
   local priority = priority_of(id)
+  local record_id, r = record_of(id)
+  if r then
+    r.ref = id -- the dead key, so that requeue_dead knows the record is this letter's
+    record_end(record_id, r, 'dead', now, ARGV[7] == '1' and ARGV[8] or nil)
+  end
   forget(id)
   if payload then
     redis.call('ZADD', K_DEAD, now, id)
@@ -487,12 +742,12 @@ elseif command == 'dead_letters' then
 
 elseif command == 'requeue_dead' then
   local now = now_ms()
-  local channel = ARGV[3]
+  local channel, keep = ARGV[3], tonumber(ARGV[4])
   local keys = {}
-  if ARGV[4] == 'all' then
+  if ARGV[5] == 'all' then
     keys = redis.call('ZRANGE', K_DEAD, 0, -1)
   else
-    for i = 5, #ARGV do
+    for i = 6, #ARGV do
       keys[#keys + 1] = ARGV[i]
     end
   end
@@ -508,8 +763,20 @@ elseif command == 'requeue_dead' then
       if priority ~= '0' then
         redis.call('HSET', K_PRIORITIES, id, priority)
       end
-      if job_id ~= '' and not is_stored(job_id) then
-        link(job_id, id)
+      if job_id ~= '' then
+        local r = record_live(job_id, now)
+        if r and r.state == 'dead' and r.ref == key then
+          -- Its own record: queued again, with no attempt and no outcome.
+          link(job_id, id)
+          redis.call('HDEL', K_OUTCOMES, job_id)
+          redis.call('ZREM', K_REC_EXPIRY, job_id)
+          record_new(job_id, 'queued', now, r.keep)
+        elseif not r and not is_stored(job_id) then
+          link(job_id, id)
+          if keep > 0 then
+            record_new(job_id, 'queued', now, int(keep))
+          end
+        end
       end
       redis.call('ZADD', K_READY, priority, id)
       count = count + 1
@@ -556,25 +823,64 @@ elseif command == 'values' then
 
 elseif command == 'purge' then
   local now = now_ms()
+  records_limit = tonumber(ARGV[3] or records_limit)
   local removed = 0
   for _, id in ipairs(redis.call('ZRANGE', K_READY, 0, -1)) do
-    forget(id)
+    settle(id, 'cancelled', now, nil)
     removed = removed + 1
   end
   redis.call('DEL', K_READY)
   for _, token in ipairs(redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', now)) do
     local id = unlease(token)
     if id then
-      forget(id)
+      settle(id, 'cancelled', now, nil)
       removed = removed + 1
     end
   end
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_DELAYED, '-inf', now)) do
     redis.call('ZREM', K_DELAYED, id)
-    forget(id)
+    settle(id, 'cancelled', now, nil)
     removed = removed + 1
   end
   return removed
+
+elseif command == 'job_record' then
+  local now = now_ms()
+  records_limit = tonumber(ARGV[4])
+  -- Bring the queue up to the clock first, so an expired lease or a due job reads right.
+  recover(now, PRUNE_PER_CALL)
+  promote(now, PRUNE_PER_CALL)
+  local job_id = ARGV[3]
+  local r = record_live(job_id, now)
+  if not r then
+    return {}
+  end
+  local outcome = redis.call('HGET', K_OUTCOMES, job_id)
+  return {redis.call('HGET', K_RECORDS, job_id), outcome and 1 or 0, outcome or ''}
+
+elseif command == 'cancel' then
+  local now = now_ms()
+  records_limit = tonumber(ARGV[4])
+  recover(now, PRUNE_PER_CALL)
+  promote(now, PRUNE_PER_CALL)
+  local job_id = ARGV[3]
+  local r = record_live(job_id, now)
+  if not r or ENDED[r.state] then
+    return 0
+  end
+  if r.state == 'running' then
+    r.cancel = '1'
+    record_set(job_id, r)
+    return 1
+  end
+  local id = redis.call('HGET', K_DEDUP, job_id)
+  if id then
+    redis.call('ZREM', K_READY, id)
+    redis.call('ZREM', K_DELAYED, id)
+    forget(id)
+  end
+  record_end(job_id, r, 'cancelled', now, nil)
+  return 1
 
 elseif command == 'stats' then
   local now = now_ms()

@@ -14,13 +14,15 @@ anything reaches Redis, by the rules of :mod:`redisq.checks`. The distributed va
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from redisq.checks import (
     DeadLetterRecord,
     QueueSettings,
     QueueStats,
+    StoredJobRecord,
     as_bytes,
     check,
     check_job_id,
@@ -74,6 +76,15 @@ class _StoredQueue:
         # Waiting jobs beyond which this object refuses enqueues; 0 = unlimited. Per object:
         # other processes' queue objects on the same name keep their own setting.
         self._capacity = 0
+        # Job records: the keep_results of this object (0: it adds jobs without records) and
+        # the keep_results_limit it applies to the ends it makes.
+        self._keep_results = float(settings.keep_results)
+        self._keep_ms = round(settings.keep_results * 1000) if settings.keep_results > 0 else 0
+        self._records_limit = min(settings.keep_results_limit, _MAX_SCRIPT_COUNT)
+        # Protects _closed's flip and _listening: the (channel, callback) pairs this object
+        # subscribed through the listener, dropped on close.
+        self._subscribers_lock = threading.Lock()
+        self._listening: list[tuple[str, Callable[[str], None]]] = []
 
     def __repr__(self) -> str:
         return f"<redisq.{type(self).__name__} {self._name!r}>"
@@ -96,8 +107,29 @@ class _StoredQueue:
             return None
         return _text(result)
 
+    @property
+    def keep_results(self) -> float:
+        """Seconds an ended job's record is kept; ``0.0``: this object adds jobs without
+        records (it still reads and cancels the records the queue keeps)."""
+        return self._keep_results
+
     def _run(self, command: str, *args: bytes | str | int) -> Any:
         return self._runner.run(self._name, self._keys.keys, command, *args)
+
+    def _listen(self, channel: str, callback: Callable[[str], None]) -> None:
+        """Subscribe ``callback`` to ``channel`` through the listener until :meth:`close`;
+        raises ``RedisUnavailableError`` (keeping nothing) when Redis does not confirm."""
+        with self._subscribers_lock:
+            if self._closed:
+                return
+            self._listening.append((channel, callback))
+        failure = self._listener.subscribe(channel, callback)
+        if failure is None:
+            return
+        with self._subscribers_lock:
+            if (channel, callback) in self._listening:
+                self._listening.remove((channel, callback))
+        raise self._runner.health.failed(self._name, "subscribe", failure) from failure
 
     # -- adding --------------------------------------------------------------------------
 
@@ -107,7 +139,15 @@ class _StoredQueue:
         if self._closed:
             return False
         result = self._run(
-            "enqueue", self.KIND, priority, payload, self._channel, job_id, self._capacity, wait_ms
+            "enqueue",
+            self.KIND,
+            priority,
+            payload,
+            self._channel,
+            job_id,
+            self._capacity,
+            wait_ms,
+            self._keep_ms,
         )
         if result == -1:
             self._warn_kind()
@@ -193,7 +233,7 @@ class _StoredQueue:
         """Take one job for good, without a lease; ``None`` when there is nothing to take."""
         if self._closed:
             return None
-        result = self._run("dequeue", _RECOVER_PER_CALL)
+        result = self._run("dequeue", _RECOVER_PER_CALL, self._records_limit)
         return None if result is FAILED or result is None else bytes(result)
 
     def dequeue_batch_with_attempts(self, n: int) -> list[tuple[bytes, str, int]]:
@@ -203,7 +243,9 @@ class _StoredQueue:
             return []
         prefix = secrets.token_hex(12)
         count = min(n, _MAX_SCRIPT_COUNT)
-        result = self._run("take", count, self._lease_ms, prefix, _RECOVER_PER_CALL)
+        result = self._run(
+            "take", count, self._lease_ms, prefix, _RECOVER_PER_CALL, self._records_limit
+        )
         if result is FAILED:
             return []
         return [
@@ -233,10 +275,38 @@ class _StoredQueue:
             return []
         if not all(isinstance(token, str) for token in tokens):
             return [isinstance(t, str) and self.acknowledge(t) for t in tokens]
-        result = self._run("ack", *tokens)
+        result = self._run("ack", self._records_limit, "0", *tokens)
         if result is FAILED:
             return [False] * len(tokens)
         return [bool(flag) for flag in result]
+
+    def acknowledge_with_results(self, results: Sequence[tuple[str, Any]]) -> list[bool]:
+        """Acknowledge each ``(ack_id, result)`` and record its job ``"succeeded"`` with the
+        ``result`` bytes, all in one script call (fenced like :meth:`acknowledge_many`); one
+        answer per pair. Every result is checked before anything reaches Redis. Works after
+        :meth:`close`."""
+        pairs = [(ack_id, as_bytes(self._subject, r, "result")) for ack_id, r in results]
+        sent = [(ack_id, result) for ack_id, result in pairs if isinstance(ack_id, str)]
+        if not sent:
+            return [False] * len(pairs)
+        flat: list[bytes | str] = []
+        for ack_id, result in sent:
+            flat += (ack_id, result)
+        reply = self._run("ack", self._records_limit, "1", *flat)
+        answers = iter([False] * len(sent) if reply is FAILED else [bool(f) for f in reply])
+        return [isinstance(ack_id, str) and next(answers) for ack_id, _ in pairs]
+
+    def fail(self, ack_id: str, error: Any) -> bool:
+        """End the job leased under ``ack_id`` for good, recording it ``"failed"`` with the
+        ``error`` bytes (``"cancelled"`` when a cancel was requested), in one script call.
+
+        ``False`` when the lease is unknown, expired or taken over. Works after :meth:`close`.
+        """
+        detail = as_bytes(self._subject, error, "error")
+        if not isinstance(ack_id, str):
+            return False
+        result = self._run("fail", ack_id, detail, self._records_limit)
+        return result is not FAILED and bool(result)
 
     def acknowledge(self, ack_id: str) -> bool:
         """Forget the job leased under ``ack_id``; ``False`` if the id is unknown or expired."""
@@ -249,6 +319,16 @@ class _StoredQueue:
         result = self._run("extend", self._lease_ms, ack_id)
         return result is not FAILED and bool(result)
 
+    def extend_lease_or_cancel(self, ack_id: str) -> Literal["held", "lost", "cancel"]:
+        """:meth:`extend_lease` that also says whether a cancel of the job was requested:
+        ``"held"``, ``"cancel"`` (extended all the same) or ``"lost"``."""
+        if not isinstance(ack_id, str):
+            return "lost"
+        result = self._run("extend", self._lease_ms, ack_id)
+        if result is FAILED or not result:
+            return "lost"
+        return "cancel" if int(result) == 2 else "held"
+
     def nack(self, ack_id: str, delay: float) -> bool:
         """Give the job leased under ``ack_id`` back, available again after ``delay`` seconds.
 
@@ -259,7 +339,7 @@ class _StoredQueue:
         wait_ms = delay_ms(self._subject, delay)
         if not isinstance(ack_id, str):
             return False
-        result = self._run("nack", ack_id, wait_ms, self._channel)
+        result = self._run("nack", ack_id, wait_ms, self._channel, self._records_limit)
         return result is not FAILED and bool(result)
 
     def release(self, ack_id: str) -> bool:
@@ -273,7 +353,7 @@ class _StoredQueue:
         """
         if not isinstance(ack_id, str):
             return False
-        result = self._run("release", ack_id, self._channel)
+        result = self._run("release", ack_id, self._channel, self._records_limit)
         return result is not FAILED and bool(result)
 
     # -- dead letters --------------------------------------------------------------------
@@ -286,6 +366,14 @@ class _StoredQueue:
         ``dead_letter_limit`` (up to 100 of each per call). ``False`` when the lease is unknown,
         expired or taken over.
         """
+        return self._bury(ack_id, error, None)
+
+    def dead_letter_with_error(self, ack_id: str, error: str, record_error: Any) -> bool:
+        """:meth:`dead_letter` that also records ``record_error`` (bytes) as the error of the
+        job's ``"dead"`` record, in the same script call."""
+        return self._bury(ack_id, error, as_bytes(self._subject, record_error, "record_error"))
+
+    def _bury(self, ack_id: str, error: str, detail: bytes | None) -> bool:
         if not isinstance(ack_id, str):
             return False
         result = self._run(
@@ -294,6 +382,9 @@ class _StoredQueue:
             error_text(error),
             self._dead_letter_limit,
             self._dead_letter_max_age_ms,
+            "0" if detail is None else "1",
+            b"" if detail is None else detail,
+            self._records_limit,
         )
         return result is not FAILED and bool(result)
 
@@ -327,11 +418,11 @@ class _StoredQueue:
         """
         chosen = check_keys(self._subject, keys)
         if chosen is None:
-            result = self._run("requeue_dead", self._channel, "all")
+            result = self._run("requeue_dead", self._channel, self._keep_ms, "all")
         elif not chosen:
             return 0
         else:
-            result = self._run("requeue_dead", self._channel, "some", *chosen)
+            result = self._run("requeue_dead", self._channel, self._keep_ms, "some", *chosen)
         return 0 if result is FAILED else int(result)
 
     def purge_dead(self) -> int:
@@ -381,11 +472,45 @@ class _StoredQueue:
         Does nothing once the queue is closed.
         """
         if not self._closed:
-            self._run("purge")
+            self._run("purge", self._records_limit)
+
+    # -- job records ---------------------------------------------------------------------
+
+    def job_record(self, job_id: str) -> StoredJobRecord | None:
+        """The record of ``job_id`` (times in Unix seconds on the Redis clock), or ``None``
+        when the queue keeps none, whatever this object's own ``keep_results``."""
+        job_id = check_job_id(self._subject, job_id)
+        reply = self._run("job_record", job_id, self._records_limit)
+        if reply is FAILED or not reply:
+            return None
+        return _record(job_id, bytes(reply[0]), bytes(reply[2]) if int(reply[1]) else None)
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel ``job_id``: a queued or delayed job is removed at once (``"cancelled"``), a
+        running one is flagged for its consumer (``extend_lease_or_cancel``). Whether there was
+        a job to cancel: ``False`` for an unknown id or an ended job."""
+        job_id = check_job_id(self._subject, job_id)
+        result = self._run("cancel", job_id, self._records_limit)
+        return result is not FAILED and bool(result)
+
+    def subscribe_records(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(job_id)`` after a record of this queue ended, through any object in
+        any process (the queue's "ended" channel, on the ``Queues``'s one pub/sub connection).
+
+        Returns once Redis confirmed the subscription; lossy like Redis pub/sub. Raises
+        :class:`~redisq.errors.RedisUnavailableError` when Redis does not confirm. Ignored
+        once the queue is closed; subscriptions end with :meth:`close`.
+        """
+        self._listen(self._keys.records_channel, callback)
 
     def close(self) -> None:
-        """Refuse further enqueues and takes; stored jobs stay, taken jobs can still be acked."""
-        self._closed = True
+        """Refuse further enqueues and takes and stop calling this object's subscribers;
+        stored jobs stay, taken jobs can still be acked."""
+        with self._subscribers_lock:
+            self._closed = True
+            listening, self._listening = self._listening, []
+        for channel, callback in listening:
+            self._listener.unsubscribe(channel, callback)
 
 
 class Queue(_StoredQueue):
@@ -426,6 +551,23 @@ class PriorityQueue(_StoredQueue):
 
     def _rank(self, priority: Any) -> int:
         return 0 if priority is None else self._priority(priority)
+
+
+def _record(job_id: str, text: bytes, outcome: bytes | None) -> StoredJobRecord:
+    """A record of KEYS[15] (format in queue.lua's header) as ``job_record`` returns it."""
+    state, attempts, enqueued, started, finished, cancel, _keep, _ref = text.decode().split(" ")
+    ok = state == "succeeded"
+    return {
+        "id": job_id,
+        "state": state,
+        "attempts": int(attempts),
+        "result": outcome if ok else None,
+        "error": None if ok else outcome,
+        "enqueued_at": int(enqueued) / 1000.0,
+        "started_at": None if started == "-" else int(started) / 1000.0,
+        "finished_at": None if finished == "-" else int(finished) / 1000.0,
+        "cancel_requested": cancel == "1",
+    }
 
 
 def _parse_info(info: bytes) -> tuple[int, str]:

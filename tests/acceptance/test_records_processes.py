@@ -25,8 +25,8 @@ import pytest
 pytestmark = pytest.mark.timeout(90)
 
 ROOT = Path(__file__).resolve().parents[2]
-STORES = ("sqliteq",)
-"""The stores these tests run on (redisq joins once its job records land)."""
+STORES = ("sqliteq", "redisq")
+"""The stores these tests run on (redisq: the test session's redis-server)."""
 JOBS = 200
 JOB_SECONDS = 0.02
 WAIT_TIMEOUT = 60.0
@@ -53,7 +53,9 @@ def _expect_line(process: subprocess.Popen[str], wanted: str) -> None:
 
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    assert request.param == "sqliteq"
+    if request.param == "redisq":
+        url: str = request.getfixturevalue("redis_url")
+        return url
     return f"sqlite:{tmp_path / 'jobs.db'}"
 
 

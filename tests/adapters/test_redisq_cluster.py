@@ -51,7 +51,7 @@ def _names_on_every_node(cluster: RedisClusterNodes) -> dict[int, str]:
 class TestRedisqOnClusterConformance(QueueConformance):
     """redisq through ``redis.cluster.RedisCluster`` on three nodes; a client per test."""
 
-    # What redisq implements today: see CLAIMED (job records are not there yet).
+    # Every extension, job records included: see CLAIMED.
     extensions = CLAIMED
 
     @pytest.fixture(autouse=True)

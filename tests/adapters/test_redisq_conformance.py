@@ -21,13 +21,11 @@ import redisq
 from redisq.script import Client
 from tests.support.redis_server import RedisServer
 from varmq.testing import FakeWallClock, QueuesHarness
-from varmq.testing.conformance import ALL_EXTENSIONS, RECORD_EXTENSIONS, QueueConformance
+from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
 from varmq.testing.harness import Outage
 
-# TEMPORARY: job records (RECORD_EXTENSIONS: keep_results, job_record, cancel, the settles
-# with an outcome, subscribe_records) are not implemented by this adapter yet; their
-# conformance tests are left out until redisq implements them.
-CLAIMED = tuple(e for e in ALL_EXTENSIONS if e not in RECORD_EXTENSIONS)
+# redisq implements every extension, job records (RECORD_EXTENSIONS) included.
+CLAIMED = ALL_EXTENSIONS
 
 # The outage of the real-server run: CLIENT PAUSE ... ALL on a server of the class's own, so
 # commands sent meanwhile are held and, once their client timed out and hung up, dropped (a
