@@ -115,3 +115,30 @@ def test_a_sqliteq_file_shows_the_records_its_queues_keep(tmp_path: Path) -> Non
     code, out, err = _job(str(path), "kept", "b", "--json")
     record = json.loads(out)
     assert (code, err, record["state"], record["result"]) == (0, "", "succeeded", {"total": 3})
+
+
+def test_a_store_whose_queues_keep_no_records_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    class _Bare:
+        """A third-party queue with counts and dead letters but no job records."""
+
+        def __init__(self, storage: MemoryStorage) -> None:
+            self._queue = storage.new_queue("orders")
+
+        def stats(self) -> Any:
+            return self._queue.stats()
+
+    storage = MemoryStorage()
+    storage.new_queue("orders")
+
+    class _BareStore(_Store):
+        def open_queue(self, name: str) -> _Bare:
+            return _Bare(storage)
+
+    adapter = types.SimpleNamespace(
+        URL_SCHEMES=("bare",),
+        open_url=lambda url, create=True, read_only=False: _BareStore(storage),
+    )
+    monkeypatch.setattr(stores, "adapter_for", lambda url: adapter)
+    code, out, err = _job("bare://x", "orders", "a")
+    assert (code, out) == (2, "")
+    assert "queue 'orders'" in err and "keeps no job records" in err and "IJobRecords" in err
