@@ -21,6 +21,10 @@ import redisq
 import sqliteq
 import varmq
 
+# Run alone by the test command:
+# a timing probe: alone, or another test's load is what it measures.
+pytestmark = pytest.mark.serial
+
 ADDS = 2_000
 IN_FLIGHT = 100
 TICK = 0.005

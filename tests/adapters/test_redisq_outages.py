@@ -23,6 +23,10 @@ import redisq
 from redisq.pubsub import Listener
 from tests.support.redis_server import RedisServer
 
+# Run alone by the test command:
+# frozen and stopped servers, with bounds on how long a call may take.
+pytestmark = pytest.mark.serial
+
 if TYPE_CHECKING:
     from tests.adapters.conftest import Backend
 

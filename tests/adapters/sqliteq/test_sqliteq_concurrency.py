@@ -18,6 +18,10 @@ import pytest
 
 import sqliteq
 
+# Run alone by the test command:
+# processes racing to create one file, and threads against SQLite's locks.
+pytestmark = pytest.mark.serial
+
 ADAPTERS = str(Path(__file__).resolve().parents[3] / "adapters")
 WAIT = 10.0
 

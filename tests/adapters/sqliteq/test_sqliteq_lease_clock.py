@@ -22,6 +22,9 @@ from sqliteq import _sql
 from sqliteq._clock import host_lease_clock
 from tests.adapters.sqliteq.conftest import undo_version_6
 
+# Run alone by the test command: real processes whose leases run against the clock.
+pytestmark = pytest.mark.serial
+
 ACTOR = Path(__file__).with_name("skewed_actor.py")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 linux_only = pytest.mark.skipif(not BOOT_ID.exists(), reason="needs a Linux boot id")

@@ -14,7 +14,13 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import sqliteq
+
+# Run alone by the test command:
+# real processes against a lease deadline with half a second to spare.
+pytestmark = pytest.mark.serial
 
 ACTORS = Path(__file__).with_name("actors.py")
 
