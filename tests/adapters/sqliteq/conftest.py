@@ -7,7 +7,10 @@ the adapter.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -79,3 +82,29 @@ def undo_version_6(conn: sqlite3.Connection) -> None:
         " WHERE state IN ('ready', 'leased')"
     )
     conn.execute("PRAGMA user_version = 5")
+
+
+ACTORS = Path(__file__).with_name("actors.py")
+"""The processes of this directory's process tests (``actors.py ROLE ARGS``)."""
+
+
+def spawn_actor(*args: str) -> subprocess.Popen[str]:
+    """Start ``actors.py`` with ``args`` in a process of its own, reading its output as text."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen(
+        [sys.executable, str(ACTORS), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def read_until(process: subprocess.Popen[str], prefix: str) -> str:
+    """The first line of ``process``'s output that starts with ``prefix`` (a blocking read)."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith(prefix):
+            return line.strip()
+    stderr = process.stderr.read() if process.stderr is not None else ""
+    raise AssertionError(f"{prefix!r} never came; stderr: {stderr}")

@@ -12,7 +12,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -21,9 +20,7 @@ import pytest
 
 import sqliteq
 import varmq
-from tests.adapters.sqliteq.conftest import corrupt_jobs_pages
-
-ACTORS = Path(__file__).with_name("actors.py")
+from tests.adapters.sqliteq.conftest import corrupt_jobs_pages, read_until, spawn_actor
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -107,25 +104,6 @@ def test_adds_are_refused_once_the_path_names_another_file_and_old_jobs_still_fi
     store.close()
 
 
-def _spawn(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen(
-        [sys.executable, str(ACTORS), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def _line(process: subprocess.Popen[str], prefix: str) -> str:
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith(prefix):
-            return line.strip()
-    raise AssertionError(f"{prefix!r} never came")
-
-
 class _Started:
     """Reads the lines of consumer processes on threads; ``wait_for`` the jobs they started."""
 
@@ -160,15 +138,15 @@ def test_producers_adds_raise_after_the_file_is_replaced_and_no_confirmed_job_is
     _filled(path, 0)
     other = _filled(tmp_path / "other.db", 0)
     started = _Started()
-    consumers = [_spawn("work", str(path), str(log), "30", "0") for _ in range(2)]
+    consumers = [spawn_actor("work", str(path), str(log), "30", "0") for _ in range(2)]
     for consumer in consumers:
         started.follow(consumer)
     producers: list[subprocess.Popen[str]] = []
     try:
         assert started.wait_for(lambda: started.ready == 2)
-        producers = [_spawn("produce", str(path), str(log)) for _ in range(2)]
+        producers = [spawn_actor("produce", str(path), str(log)) for _ in range(2)]
         for producer in producers:
-            _line(producer, "ready")
+            read_until(producer, "ready")
         if how.startswith("mv"):
             os.replace(other, path)
         else:

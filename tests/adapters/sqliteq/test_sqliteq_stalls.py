@@ -7,41 +7,19 @@ the lease; a second worker polls the same queue all along. The job must run once
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 import sqliteq
+from tests.adapters.sqliteq.conftest import read_until, spawn_actor
 
 # Run alone by the test command:
 # real processes against a lease deadline with half a second to spare.
 pytestmark = pytest.mark.serial
-
-ACTORS = Path(__file__).with_name("actors.py")
-
-
-def spawn(*args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.Popen(
-        [sys.executable, str(ACTORS), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-
-
-def read_until(process: subprocess.Popen[str], prefix: str) -> str:
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith(prefix):
-            return line.strip()
-    raise AssertionError(f"{prefix!r} never came; stderr: {process.stderr.read()}")  # type: ignore[union-attr]
 
 
 def stop(process: subprocess.Popen[str]) -> str:
@@ -59,13 +37,13 @@ def test_a_write_lock_held_longer_than_the_lease_does_not_hand_the_job_out_again
         store.new_distributed_queue("work").enqueue(
             b'{"id": "long-job", "status": "Created", "data": null}'
         )
-    first = spawn("work", str(path), str(log), "6", "12")
+    first = spawn_actor("work", str(path), str(log), "6", "12")
     read_until(first, "ready")
     started = read_until(first, "start long-job")
-    second = spawn("work", str(path), str(log), "6", "12")
+    second = spawn_actor("work", str(path), str(log), "6", "12")
     try:
         read_until(second, "ready")
-        locker = spawn("lock", str(path), "6.5")
+        locker = spawn_actor("lock", str(path), "6.5")
         read_until(locker, "locked")
         read_until(locker, "unlocked")
         assert locker.wait(timeout=30) == 0
