@@ -402,6 +402,24 @@ local function release(token, now)
   return unlease(token)
 end
 
+-- The job leased under `token`, taken back for a nack or a release: its id; 'lost' when the
+-- lease is unknown or expired (nothing changed); 'settled' when there is nothing to put back
+-- (its payload is gone, or it was cancelled and is now ended as such).
+local function take_back(token, now)
+  local id = release(token, now)
+  if not id then
+    return 'lost'
+  end
+  if redis.call('HEXISTS', K_PAYLOADS, id) == 0 then
+    forget(id)
+    return 'settled'
+  end
+  if cancelled(id, now) then
+    return 'settled'
+  end
+  return id
+end
+
 -- Move up to `limit` expired leases back to ready, keeping priority and job id.
 local function recover(now, limit)
   local expired = redis.call('ZRANGEBYSCORE', K_DEADLINES, '-inf', now, 'LIMIT', 0, limit)
@@ -621,15 +639,10 @@ elseif command == 'extend' then
 elseif command == 'nack' then
   local now = now_ms()
   records_limit = tonumber(ARGV[6] or records_limit)
-  local id = release(ARGV[3], now)
-  if not id then
+  local id = take_back(ARGV[3], now)
+  if id == 'lost' then
     return 0
-  end
-  if redis.call('HEXISTS', K_PAYLOADS, id) == 0 then
-    forget(id)
-    return 1
-  end
-  if cancelled(id, now) then
+  elseif id == 'settled' then
     return 1
   end
   local delay, channel = tonumber(ARGV[4]), ARGV[5]
@@ -651,15 +664,10 @@ elseif command == 'nack' then
 elseif command == 'release' then
   local now = now_ms()
   records_limit = tonumber(ARGV[5] or records_limit)
-  local id = release(ARGV[3], now)
-  if not id then
+  local id = take_back(ARGV[3], now)
+  if id == 'lost' then
     return 0
-  end
-  if redis.call('HEXISTS', K_PAYLOADS, id) == 0 then
-    forget(id)
-    return 1
-  end
-  if cancelled(id, now) then
+  elseif id == 'settled' then
     return 1
   end
   -- This delivery does not count: the next take reports the same attempt again.
