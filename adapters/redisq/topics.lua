@@ -118,7 +118,7 @@ if command == 'publish' then
         head = '{"id":"' .. prefix .. sequence .. '.' .. i .. '"'
       end
       call('HSET', payloads, id, head .. tail)
-      call('ZADD', ready, 0, id)
+      call('ZADD', ready, '0', id)
       -- The queue's channel, "<q>:events", from its meta key "<q>:meta".
       call('PUBLISH', string.sub(meta, 1, -5) .. 'events', 'enqueued')
       stored = stored + 1

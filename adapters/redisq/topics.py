@@ -93,12 +93,12 @@ _COPY_KEYS = (0, 1, 2, 9)
 class _Route(NamedTuple):
     """Where a publish of one name goes (by one version of the bindings)."""
 
-    queues: list[str]
+    keys: list[bytes]
+    """The keys of a publish into its queues (topics.lua)."""
+    head: tuple[bytes, ...]
+    """The bindings version routed by, the live subscribers' channel and the name."""
+    queues: tuple[bytes, ...]
     """The queues it routes to, sorted."""
-    keys: list[str]
-    """The keys of a publish into them (topics.lua)."""
-    channel: str
-    """The live subscribers' channel of the name."""
     what: str
     """The operation, for errors."""
 
@@ -154,6 +154,7 @@ class Topics:
         # Job ids of copies without a message id: a random prefix of this object and a count
         # (Redis Cluster), or the prefix and the publish sequence (one script).
         self._id_prefix = uuid.uuid4().hex[:16]
+        self._id_prefix_bytes = self._id_prefix.encode()
         self._id_count = itertools.count()
         self._live: list[LiveSubscription] = []
         self._closed = False
@@ -214,18 +215,8 @@ class Topics:
                 routing = self._read_routes()[0]
             if route is None:
                 route = self._new_route(routing, name, dedup)
-            reply = self._run(
-                route.what,
-                route.keys,
-                "publish",
-                routing.version,
-                route.channel,
-                name,
-                message_id or "",
-                data_bytes,
-                self._id_prefix,
-                *route.queues,
-            )
+            args = (*route.head, message_id or b"", data_bytes, self._id_prefix_bytes)
+            reply = self._run(route.what, route.keys, "publish", *args, *route.queues)
             if reply[0] >= 0:
                 return int(reply[0])
             # The bindings changed since we read them: read them again and route again.
@@ -241,7 +232,14 @@ class Topics:
         keys = [*TOPIC_KEYS, REGISTRY]
         for queue in queues:
             keys.extend(self._keys_of(queue, dedup))
-        route = _Route(queues, keys, topic_channel(name), f"publish {name!r}")
+        # Encoded once here, not by the client on every publish.
+        head = tuple(text.encode() for text in (routing.version, topic_channel(name), name))
+        route = _Route(
+            [key.encode() for key in keys],
+            head,
+            tuple(queue.encode() for queue in queues),
+            f"publish {name!r}",
+        )
         if len(routing.routes) < _ROUTES_KEPT:
             routing.routes[(name, dedup)] = route
         return route
@@ -367,7 +365,7 @@ class Topics:
     def _run(
         self,
         what: str,
-        keys: Sequence[str],
+        keys: Sequence[str | bytes],
         command: str,
         *args: bytes | str | int,
         queue_script: bool = False,
