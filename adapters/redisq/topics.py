@@ -196,7 +196,9 @@ class Topics:
         routing = self._routing
         dedup = message_id is not None
         # A name routed before was checked then: its route is kept until the bindings change.
-        route = None if routing is None else routing.routes.get((name, dedup))
+        route = None
+        if routing is not None and type(name) is str:  # anything else is refused below
+            route = routing.routes.get((name, dedup))
         if route is None:
             check_name(name)
         if dedup and (not isinstance(message_id, str) or not message_id):
