@@ -80,7 +80,6 @@ __all__ = [
     "BEGIN_IMMEDIATE",
     "BIND_TOPIC",
     "BUMP_ENQUEUED",
-    "BUMP_ENQUEUED_MANY",
     "CAPACITY_INSTALLED",
     "CLAIM",
     "COMMIT",
@@ -777,11 +776,6 @@ BIND_TOPIC = "INSERT OR IGNORE INTO topic_bindings (pattern, queue) VALUES (:pat
 UNBIND_TOPIC = "DELETE FROM topic_bindings WHERE pattern = :pattern AND queue = :queue"
 # Full scan of topic_bindings (its primary key order): one row per binding.
 TOPIC_BINDINGS = "SELECT pattern, queue FROM topic_bindings ORDER BY pattern, queue"
-# queues primary key, one probe per name of :queues (a JSON array of queue names): bumps the
-# enqueued counter of every queue a publish stored a copy in, in one statement.
-BUMP_ENQUEUED_MANY = """
-UPDATE queues SET enqueued = enqueued + 1
-WHERE name IN (SELECT value FROM json_each(:queues))"""
 # A copy of a publish: ENQUEUE, or ENQUEUE_DEDUP when the copy has a job id (REGISTER_QUEUE
 # first makes a queue never opened a FIFO queue; BUMP_ENQUEUED announces a stored copy).
 

@@ -57,7 +57,8 @@ class Topics:
         self._lock = threading.Lock()  # guards _seen, _trie and _routes
         self._seen: list[tuple[str, str]] | None = None
         self._trie: PatternTrie[str] = PatternTrie()
-        self._routes: dict[str, tuple[list[str], str]] = {}  # name -> its queues, by _seen
+        # name -> its queues (and BUMP_ENQUEUED's parameters for them), by _seen
+        self._routes: dict[str, tuple[list[str], list[dict[str, str]]]] = {}
         # Queues whose row in ``queues`` this object saw committed (rows are never deleted),
         # so a copy into one needs no REGISTER_QUEUE. Guarded by the database's write lock.
         self._registered: set[str] = set()
@@ -124,7 +125,7 @@ class Topics:
 
         def body(conn: sqlite3.Connection, now: int) -> int:
             added.clear()
-            queues, queues_json = self._matching(_rows(conn), name, words)
+            queues, bumps = self._matching(_rows(conn), name, words)
             if not queues:
                 return 0
             new = [queue for queue in queues if queue not in registered]
@@ -147,10 +148,9 @@ class Topics:
                 copies = [_copy(q, f'"{prefix}{next(count):016x}"', tail, now) for q in queues]
                 conn.executemany(_sql.ENQUEUE, copies)
                 stored_in = queues
-            if stored_in:
-                if stored_in is not queues:
-                    queues_json = json.dumps(stored_in)
-                conn.execute(_sql.BUMP_ENQUEUED_MANY, {"queues": queues_json})
+            if stored_in is not queues:
+                bumps = [{"queue": queue} for queue in stored_in]
+            conn.executemany(_sql.BUMP_ENQUEUED, bumps)
             return len(stored_in)
 
         stored = self._write(f"publish {name!r}", body)
@@ -159,10 +159,10 @@ class Topics:
 
     def _matching(
         self, rows: list[tuple[str, str]], name: str, words: tuple[str, ...]
-    ) -> tuple[list[str], str]:
-        """The queues (sorted, and as a JSON array) of the bindings ``rows`` whose pattern
-        matches ``words``: worked out once per name while the bindings read in the transaction
-        stay the same."""
+    ) -> tuple[list[str], list[dict[str, str]]]:
+        """The queues (sorted, and as the parameters of BUMP_ENQUEUED) of the bindings ``rows``
+        whose pattern matches ``words``: worked out once per name while the bindings read in
+        the transaction stay the same."""
         with self._lock:
             if rows != self._seen:
                 trie: PatternTrie[str] = PatternTrie()
@@ -172,7 +172,7 @@ class Topics:
             route = self._routes.get(name)
             if route is None:
                 queues = sorted(set(self._trie.match(words)))
-                route = (queues, json.dumps(queues))
+                route = (queues, [{"queue": queue} for queue in queues])
                 if len(self._routes) < _ROUTES_KEPT:
                     self._routes[name] = route
             return route
