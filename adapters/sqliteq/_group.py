@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -70,6 +71,7 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._pending: list[_Call] = []
         self._leading = False
+        self._shared = False  # the last transaction stored adds of more than one call
         _instances.add(self)
 
     def store(self, adds: list[Add]) -> list[bool]:
@@ -96,9 +98,11 @@ class GroupCommit:
     def _lead(self, own: _Call) -> None:
         """Store every pending call in one transaction, then hand the lead on."""
         try:
-            with self._lock:
-                batch, self._pending = self._pending, []
-            self._commit(batch, own)
+            if self._shared:
+                # The last transaction served several callers: they are likely busy making
+                # their next adds right now. Let them run for a moment so they join this one.
+                time.sleep(0)
+            self._commit(own)
         finally:
             with self._lock:
                 if self._pending:
@@ -109,25 +113,40 @@ class GroupCommit:
                 else:
                     self._leading = False
 
-    def _commit(self, batch: list[_Call], own: _Call) -> None:
-        """Run the one transaction of ``batch`` and give every call its answers or error."""
-        adds = [add for call in batch for add in call.adds]
+    def _commit(self, own: _Call) -> None:
+        """Run one transaction of the pending calls and give each its answers or error.
+
+        The calls are taken once the write lock is held: the adds that arrived while
+        ``BEGIN IMMEDIATE`` waited go in too.
+        """
+        batch: list[_Call] = []
+        lease_clock = self._db.lease_clock
+
+        def body(conn: sqlite3.Connection, now: int) -> list[bool]:
+            with self._lock:
+                batch[:], self._pending = self._pending, []
+            self._shared = len(batch) > 1
+            return _store(conn, now, [add for call in batch for add in call.adds], lease_clock)
+
         answers: list[bool] = []
         error: BaseException | None = None
         try:
-            lease_clock = self._db.lease_clock
-            answers = self._db.transaction(
-                lambda conn, now: _store(conn, now, adds, lease_clock), "enqueue"
-            )
+            answers = self._db.transaction(body, "enqueue")
         except ClosedError:
-            answers = [False] * len(adds)  # the file was closed: refused, as a single add is
+            refused = True  # the file was closed: refused, as a single add is
         except BaseException as exc:  # every caller of the batch hears it, the leader too
             error = exc
+        else:
+            refused = False
+        if not batch:  # the transaction failed before it took them: the waiting hear it too
+            with self._lock:
+                batch[:], self._pending = self._pending, []
         start = 0
         for call in batch:
             if error is None:
-                call.answers = answers[start : start + len(call.adds)]
-                start += len(call.adds)
+                stop = start + len(call.adds)
+                call.answers = [False] * len(call.adds) if refused else answers[start:stop]
+                start = stop
             call.error = error
             if call is not own:
                 assert call.gate is not None
