@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -71,7 +70,6 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._pending: list[_Call] = []
         self._leading = False
-        self._shared = False  # the last transaction stored adds of more than one call
         _instances.add(self)
 
     def store(self, adds: list[Add]) -> list[bool]:
@@ -98,10 +96,6 @@ class GroupCommit:
     def _lead(self, own: _Call) -> None:
         """Store every pending call in one transaction, then hand the lead on."""
         try:
-            if self._shared:
-                # The last transaction served several callers: they are likely busy making
-                # their next adds right now. Let them run for a moment so they join this one.
-                time.sleep(0)
             self._commit(own)
         finally:
             with self._lock:
@@ -125,7 +119,6 @@ class GroupCommit:
         def body(conn: sqlite3.Connection, now: int) -> list[bool]:
             with self._lock:
                 batch[:], self._pending = self._pending, []
-            self._shared = len(batch) > 1
             return _store(conn, now, [add for call in batch for add in call.adds], lease_clock)
 
         answers: list[bool] = []
