@@ -86,7 +86,11 @@ class GroupCommit:
             else:
                 self._leading = True
         if call.gate is not None:
-            call.gate.acquire()  # released by the leader that stored us, or to make us lead
+            try:
+                call.gate.acquire()  # released by the leader that stored us, or to make us lead
+            except BaseException:  # interrupted (Ctrl-C): nobody may wait for us to lead
+                self._abandon(call)
+                raise
         if call.gate is None or call.lead:
             self._lead(call)
         if call.error is not None:
@@ -99,13 +103,26 @@ class GroupCommit:
             self._commit(own)
         finally:
             with self._lock:
-                if self._pending:
-                    successor = self._pending[0]
-                    successor.lead = True
-                    assert successor.gate is not None  # it came while we led: a follower
-                    successor.gate.release()
-                else:
-                    self._leading = False
+                self._hand_on()
+
+    def _hand_on(self) -> None:
+        """Wake the oldest waiting call to lead the next transaction, if one waits (locked)."""
+        if self._pending:
+            successor = self._pending[0]
+            successor.lead = True
+            assert successor.gate is not None  # it came while a leader led: a follower
+            successor.gate.release()
+        else:
+            self._leading = False
+
+    def _abandon(self, call: _Call) -> None:
+        """A follower that stops waiting: its adds leave the queue if no transaction took
+        them yet, and if it was just made leader, the lead goes on to the next one."""
+        with self._lock:
+            if call in self._pending:
+                self._pending.remove(call)
+            if call.lead:
+                self._hand_on()
 
     def _commit(self, own: _Call) -> None:
         """Run one transaction of the pending calls and give each its answers or error.
@@ -123,14 +140,13 @@ class GroupCommit:
 
         answers: list[bool] = []
         error: BaseException | None = None
+        refused = False
         try:
             answers = self._db.transaction(body, "enqueue")
         except ClosedError:
             refused = True  # the file was closed: refused, as a single add is
         except BaseException as exc:  # every caller of the batch hears it, the leader too
             error = exc
-        else:
-            refused = False
         if not batch:  # the transaction failed before it took them: the waiting hear it too
             with self._lock:
                 batch[:], self._pending = self._pending, []

@@ -99,6 +99,21 @@ def test_adds_queued_behind_a_transaction_are_stored_together_each_told(
     assert rows(db_path, "SELECT enqueued FROM queues WHERE name = 'jobs'") == [(8,)]
 
 
+def test_a_batch_over_two_queues_tells_the_subscribers_of_both(
+    db_path: Path, store: sqliteq.Queues
+) -> None:
+    first, second = store.new_distributed_queue("first"), store.new_distributed_queue("second")
+    heard = {"first": threading.Event(), "second": threading.Event()}
+    for name, q in (("first", first), ("second", second)):
+        q.subscribe(lambda action, name=name: heard[name].set())
+    calls = [lambda: first.enqueue(b"a"), lambda: second.enqueue(b"b")]
+    calls += [lambda: first.enqueue_delayed(b"later", 60.0), lambda: first.enqueue(b"c")]
+    assert one_batch(db_path, store, calls) == [True] * 4
+    assert heard["first"].wait(WAIT) and heard["second"].wait(WAIT)
+    counters = rows(db_path, "SELECT name, enqueued FROM queues ORDER BY name")
+    assert counters == [("first", 2), ("second", 1)]  # the delayed job wakes nobody yet
+
+
 def test_a_job_id_brought_twice_in_one_batch_is_stored_once_and_both_hear_true(
     db_path: Path, store: sqliteq.Queues
 ) -> None:
