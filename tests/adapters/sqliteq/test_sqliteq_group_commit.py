@@ -99,6 +99,32 @@ def test_adds_queued_behind_a_transaction_are_stored_together_each_told(
     assert rows(db_path, "SELECT enqueued FROM queues WHERE name = 'jobs'") == [(8,)]
 
 
+def test_eight_threads_adding_at_once_are_each_told_what_the_file_holds(
+    db_path: Path, store: sqliteq.Queues
+) -> None:
+    q = store.new_queue("jobs")
+    limited = store.new_queue("limited")
+    limited.set_capacity(100)
+
+    def produce(thread: int) -> list[bool]:
+        answers = []
+        for n in range(100):
+            answers.append(q.enqueue(f"{thread}-{n}".encode()))
+            answers.append(q.enqueue_dedup(b"shared", f"id-{n % 25}"))  # each id from 8 threads
+        return answers + [limited.enqueue(b"x") for _ in range(25)]
+
+    threads, answers = in_threads([lambda t=t: produce(t) for t in range(8)])
+    for thread in threads:
+        thread.join(WAIT * 3)
+        assert not thread.is_alive(), "an add hangs"
+    for mine in answers:
+        assert not isinstance(mine, Exception), mine
+        assert mine[:200] == [True] * 200
+    assert len(q) == 8 * 100 + 25
+    limited_answers = [answer for mine in answers for answer in mine[200:]]
+    assert limited_answers.count(True) == 100 == len(limited)
+
+
 def test_a_batch_over_two_queues_tells_the_subscribers_of_both(
     db_path: Path, store: sqliteq.Queues
 ) -> None:
