@@ -182,7 +182,9 @@ class Queues:
     def __init__(self, db: Database, busy_timeout: float) -> None:
         self._db = db
         query = read_only_query(db.path) if db.read_only else ""
-        self._watcher = Watcher(db.path, busy_timeout, uri_query=query, on_tick=db.check_file)
+        self._watcher = Watcher(
+            db.path, busy_timeout, uri_query=query, on_tick=db.check_file, bell=not db.read_only
+        )
 
     def __repr__(self) -> str:
         state = "closed" if self._db.closed else "open"

@@ -145,7 +145,7 @@ class Topics:
                     stored += 1
             return stored
 
-        stored = self._write(f"publish {name!r}", body)
+        stored = self._write(f"publish {name!r}", body, "publish")
         registered.update(added)  # committed
         return stored
 
@@ -159,9 +159,11 @@ class Topics:
                 self._seen, self._trie = rows, trie
             return sorted(set(self._trie.match(words)))
 
-    def _write(self, what: str, body: Callable[[sqlite3.Connection, int], T]) -> T:
+    def _write(
+        self, what: str, body: Callable[[sqlite3.Connection, int], T], op: str = "write"
+    ) -> T:
         try:
-            return self._db.transaction(body)
+            return self._db.transaction(body, op)
         except sqlite3.Error as exc:
             raise TopicsStorageError(self._db.path, what, str(exc)) from exc
 
