@@ -49,7 +49,11 @@ def work(path: str, log_path: str, lease: float, seconds: float) -> None:
         time.sleep(seconds)  # the job's own work
         log(f"done {job.id} {os.getpid()}")
 
-    worker = varmq.new_worker(run, 1, poll_interval=0.2)
+    _serve(queues, varmq.new_worker(run, 1, poll_interval=0.2), source)
+
+
+def _serve(queues: Any, worker: Any, source: Any) -> None:
+    """Run ``worker`` on ``source``, print ``ready``, stop cleanly on SIGTERM."""
     worker.with_distributed_queue(source)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -95,13 +99,7 @@ def listen(path: str) -> None:
     worker = varmq.new_worker(
         lambda job: print(f"start {job.id}", flush=True), 1, poll_interval=3600
     )
-    worker.with_distributed_queue(source)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    print("ready", flush=True)
-    stop.wait()
-    worker.stop_and_wait()
-    queues.close()
+    _serve(queues, worker, source)
 
 
 def lock(path: str, seconds: float) -> None:

@@ -54,16 +54,14 @@ def consumers() -> Iterator[list[subprocess.Popen[str]]]:
             process.wait()
 
 
-def listen(path: Path, consumers: list[subprocess.Popen[str]]) -> subprocess.Popen[str]:
-    """A consumer process on ``work`` that only the bell wakes, once it is subscribed."""
+def listen(
+    path: Path, consumers: list[subprocess.Popen[str]]
+) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """A consumer process on ``work`` that only the bell wakes, once it is subscribed, and the
+    lines it prints from then on, as they come."""
     process = spawn_actor("listen", str(path))
     consumers.append(process)
     read_until(process, "ready")
-    return process
-
-
-def lines_of(process: subprocess.Popen[str]) -> queue.Queue[str]:
-    """The lines ``process`` prints from now on, as they come."""
     lines: queue.Queue[str] = queue.Queue()
     assert process.stdout is not None
     stdout = process.stdout
@@ -73,7 +71,7 @@ def lines_of(process: subprocess.Popen[str]) -> queue.Queue[str]:
             lines.put(line.strip())
 
     threading.Thread(target=pump, daemon=True).start()
-    return lines
+    return process, lines
 
 
 def sockets(path: Path) -> list[str]:
@@ -92,8 +90,7 @@ def test_a_consumer_process_is_woken_by_the_bell_of_a_producer_process(
     tmp_path: Path, consumers: list[subprocess.Popen[str]]
 ) -> None:
     path = new_file(tmp_path)
-    consumer = listen(path, consumers)
-    started = lines_of(consumer)
+    _, started = listen(path, consumers)
     assert len(sockets(path)) == 1
 
     with sqliteq.new(path) as producer:
@@ -106,14 +103,13 @@ def test_a_killed_consumers_socket_never_fails_producers_and_is_removed(
     tmp_path: Path, consumers: list[subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = new_file(tmp_path)
-    killed = listen(path, consumers)
+    killed, _ = listen(path, consumers)
     [stale] = sockets(path)
     killed.kill()
     killed.wait()
     assert sockets(path) == [stale]  # SIGKILL: nobody removed it
     monkeypatch.setattr(sqliteq._doorbell, "STALE_AGE", 0.0)  # old enough at once
-    alive = listen(path, consumers)
-    started = lines_of(alive)
+    _, started = listen(path, consumers)
 
     with sqliteq.new(path) as producer:
         add = varmq.new_distributed_queue(producer.new_distributed_queue("work")).add
@@ -129,8 +125,7 @@ def test_a_stopped_consumer_with_a_full_socket_never_blocks_producers(
     tmp_path: Path, consumers: list[subprocess.Popen[str]]
 ) -> None:
     path = new_file(tmp_path)
-    consumer = listen(path, consumers)
-    started = lines_of(consumer)
+    consumer, started = listen(path, consumers)
     consumer.send_signal(signal.SIGSTOP)  # reads nothing: its socket buffer fills up
     count = 500
 
