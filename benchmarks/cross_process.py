@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import faulthandler
 import gc
 import json
@@ -54,7 +55,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -550,7 +551,12 @@ class Bench:
             out.unlink(missing_ok=True)
             self.cleanup(spec)
 
-    def latency(self, adapter: str, count: int, kind: str = "varmq") -> tuple[float, float]:
+    @contextlib.contextmanager
+    def waiting_consumer(
+        self, adapter: str, kind: str, settle: float
+    ) -> Iterator[tuple[Child, dict[str, Any], Path]]:
+        """A consumer process in latency mode, ready and left alone ``settle`` seconds:
+        ``(child, spec, its output file)``."""
         spec = self.spec(adapter, kind=kind, mode="latency", concurrency=CONCURRENCY)
         out = self.dir / f"{spec['queue']}.out"
         spec["out"] = str(out)
@@ -559,7 +565,14 @@ class Bench:
         try:
             child = Child("consume", spec)
             child.expect("ready")
-            time.sleep(0.5)  # let it settle into waiting
+            time.sleep(settle)  # let it settle into waiting
+            yield child, spec, out
+        finally:
+            out.unlink(missing_ok=True)
+            self.cleanup(spec)
+
+    def latency(self, adapter: str, count: int, kind: str = "varmq") -> tuple[float, float]:
+        with self.waiting_consumer(adapter, kind, 0.5) as (child, spec, out):
             add, close = self._adder(spec, kind)
             warmup = 10
             next_at = time.perf_counter()
@@ -583,29 +596,15 @@ class Bench:
             p50 = delays[len(delays) // 2]
             p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
             return p50, p99
-        finally:
-            out.unlink(missing_ok=True)
-            self.cleanup(spec)
 
     def idle(self, adapter: str, kind: str) -> float:
         """% of one CPU that an idle consumer process uses over ``IDLE_SECONDS``."""
-        spec = self.spec(adapter, kind=kind, mode="latency", concurrency=CONCURRENCY)
-        out = self.dir / f"{spec['queue']}.out"
-        spec["out"] = str(out)
-        if kind == "raw" and adapter == "sqliteq":
-            _open_raw_sqlite(spec["path"], True).close()
-        try:
-            child = Child("consume", spec)
-            child.expect("ready")
-            time.sleep(1.0)  # let it settle into waiting
+        with self.waiting_consumer(adapter, kind, 1.0) as (child, _, _):
             before, started = _cpu_seconds(child.proc.pid), time.monotonic()
             time.sleep(IDLE_SECONDS)
             after, ended = _cpu_seconds(child.proc.pid), time.monotonic()
             child.finish()
             return 100 * (after - before) / (ended - started)
-        finally:
-            out.unlink(missing_ok=True)
-            self.cleanup(spec)
 
     def _adder(self, spec: dict[str, Any], kind: str) -> tuple[Callable[[int], Any], Any]:
         """``(add(number), close)``: a varmq handle's add, or the raw client's push."""
