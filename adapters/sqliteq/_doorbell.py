@@ -127,8 +127,13 @@ class Listener:
         dir_fd: int | None = None
         sock: socket.socket | None = None
         try:
-            with contextlib.suppress(FileExistsError):
+            db_mode = stat.S_IMODE(os.stat(db_path).st_mode) & 0o666
+            try:
                 os.mkdir(directory)
+                # Whoever may write the database may watch it: search where it may read.
+                os.chmod(directory, 0o700 | db_mode | (db_mode & 0o444) >> 2)
+            except FileExistsError:
+                pass
             if _needs_dir_fd(directory):
                 dir_fd = os.open(directory, os.O_RDONLY)
             address = _address(directory, name, dir_fd)
@@ -138,7 +143,11 @@ class Listener:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             sock.setblocking(False)
             sock.bind(address)
-            listener = cls(sock, os.path.join(directory, name))
+            path = os.path.join(directory, name)
+            # Whoever may write the database may ring (connecting needs write permission on
+            # the socket file); the umask alone would often shut out other users.
+            os.chmod(path, db_mode)
+            listener = cls(sock, path)
             sock = None
             return listener
         except OSError as exc:

@@ -38,6 +38,9 @@ logger = logging.getLogger("sqliteq")
 # Seconds between two data_version polls: the bound on notification latency when no ring
 # comes (a process without the bell, a lost ring). Read when a Watcher is made.
 POLL_INTERVAL = 0.02
+# Least seconds between two calls of on_tick (a stat of the path): much of an idle tick's
+# cost if run on every poll.
+TICK_INTERVAL = 0.1
 # Seconds between two checks that the watcher's bell socket file is still there (another
 # process may have removed it as stale); a missing one is bound again.
 BELL_CHECK_INTERVAL = 5.0
@@ -72,7 +75,8 @@ class Watcher:
         read-only: the bell is a socket file beside it, and read-only writes nothing)."""
         self._path = path
         self._bell = bell
-        self._on_tick = on_tick  # called on every tick: the check that the path is the file
+        # Called at most every TICK_INTERVAL: the check that the path is still the file.
+        self._on_tick = on_tick
         self._uri_query = uri_query  # how a read-only file is opened
         self._busy_timeout = busy_timeout
         self._interval = POLL_INTERVAL if interval is None else interval
@@ -146,20 +150,23 @@ class Watcher:
     def _run(self, conn: sqlite3.Connection) -> None:
         last_version: int | None = None
         warned = False
-        next_check = time.monotonic() + BELL_CHECK_INTERVAL
+        next_tick = next_bell_check = time.monotonic()
         try:
             while not self._stop.is_set():
                 if self._listener is None:
                     self._stop.wait(self._interval)
                 else:
                     self._listener.wait(self._interval)
-                    if time.monotonic() >= next_check:
-                        next_check = time.monotonic() + BELL_CHECK_INTERVAL
-                        self._check_bell()
                 if self._stop.is_set():
                     break
-                if self._on_tick is not None:
-                    self._tick()
+                now = time.monotonic()
+                if now >= next_tick:
+                    next_tick = now + TICK_INTERVAL
+                    if self._on_tick is not None:
+                        self._tick()
+                if now >= next_bell_check:
+                    next_bell_check = now + BELL_CHECK_INTERVAL
+                    self._check_bell()
                 try:
                     version = conn.execute(_sql.DATA_VERSION).fetchone()[0]
                     with self._lock:

@@ -12,6 +12,7 @@ import logging
 import os
 import queue
 import signal
+import stat
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -198,3 +199,14 @@ def test_a_file_opened_read_only_makes_no_bell(tmp_path: Path) -> None:
     with sqliteq.new(path, create=False, read_only=True) as reader:
         reader.new_distributed_queue("work").subscribe(lambda message: None)
     assert not Path(sqliteq._doorbell.bell_directory(str(path))).exists()
+
+
+def test_whoever_may_write_the_file_may_ring_and_watch(tmp_path: Path) -> None:
+    path = new_file(tmp_path)
+    path.chmod(0o660)  # a group shares the queue
+    with sqliteq.new(path) as consumer:
+        consumer.new_distributed_queue("work").subscribe(lambda message: None)
+        bell = Path(sqliteq._doorbell.bell_directory(str(path)))
+        [own] = bell.iterdir()
+        assert stat.S_IMODE(own.stat().st_mode) == 0o660
+        assert stat.S_IMODE(bell.stat().st_mode) == 0o770
