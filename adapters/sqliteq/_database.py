@@ -53,8 +53,9 @@ _BEGIN_PAUSE = 0.01
 STALL_CREDIT_MIN_MS = 1000
 # The operations that put jobs into the file: refused once the path names another file.
 ADDS = frozenset({"enqueue", "requeue_dead", "open_queue"})
-# The operations whose commit can make jobs takeable at once: they ring the doorbell after it.
-RINGS = frozenset({"enqueue", "release", "requeue_dead", "publish"})
+# The operations whose commit can make jobs takeable at once ring the doorbell after it: those
+# whose name starts with one of these (so "enqueue_many" and the like ring too).
+RINGS = ("enqueue", "release", "requeue_dead", "publish")
 # Failed attempts further apart than this (ms) are not one stall.
 STALL_GAP_MS = 5000
 # SQLite primary result codes (the sqlite3 module names them only from Python 3.11 on).
@@ -171,7 +172,7 @@ class Database:
     def _after_commit(self, op: str) -> None:
         """The one hook after a committed write transaction (never before: a watcher woken
         then would find nothing new and sleep a whole poll interval)."""
-        if self._ringer is not None and op in RINGS:
+        if self._ringer is not None and op.startswith(RINGS):
             self._ringer.ring()
 
     def write(self, op: str, body: Callable[[sqlite3.Connection, int], T], default: T) -> T:

@@ -160,6 +160,35 @@ def test_a_watcher_in_this_process_is_woken_by_another_handle(
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
+@pytest.mark.parametrize("op", ["enqueue", "release", "requeue_dead", "publish"])
+def test_every_commit_that_makes_a_job_takeable_rings(
+    tmp_path: Path, hour_poll: None, op: str
+) -> None:
+    path = new_file(tmp_path)
+    with sqliteq.new(path) as producer, sqliteq.new(path) as consumer:
+        woken = threading.Event()
+        consumer.new_distributed_queue("work").subscribe(lambda message: woken.set())
+        work = producer.new_queue("work")
+        if op == "enqueue":
+            assert work.enqueue(b"x")
+        elif op == "publish":
+            topics = producer.topics()
+            topics.bind("orders.*", "work")
+            assert topics.publish("orders.new", "x") == 1
+        else:
+            assert work.enqueue(b"x")
+            assert woken.wait(WAIT)  # the add rang; neither the take nor the burial will
+            woken.clear()
+            taken = work.dequeue_with_ack_id()
+            assert taken is not None
+            if op == "release":
+                assert work.release(taken[1])
+            else:
+                assert work.dead_letter(taken[1], "failed")
+                assert work.requeue_dead() == 1
+        assert woken.wait(WAIT)
+
+
 @pytest.mark.parametrize("how", ["file in the way", "directory not writable"])
 def test_without_a_bell_directory_watchers_poll_and_nothing_fails(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
