@@ -126,6 +126,7 @@ class Listener:
         name = f"{os.getpid()}-{secrets.token_hex(6)}{SOCKET_SUFFIX}"
         dir_fd: int | None = None
         sock: socket.socket | None = None
+        bound: str | None = None  # the socket file made, removed again if setting up fails
         try:
             db_mode = stat.S_IMODE(os.stat(db_path).st_mode) & 0o666
             try:
@@ -143,12 +144,12 @@ class Listener:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             sock.setblocking(False)
             sock.bind(address)
-            path = os.path.join(directory, name)
+            bound = os.path.join(directory, name)
             # Whoever may write the database may ring (connecting needs write permission on
             # the socket file); the umask alone would often shut out other users.
-            os.chmod(path, db_mode)
-            listener = cls(sock, path)
-            sock = None
+            os.chmod(bound, db_mode)
+            listener = cls(sock, bound)
+            sock = bound = None
             return listener
         except OSError as exc:
             _log_fallback(db_path, f"cannot make a socket in {directory}: {exc.strerror or exc}")
@@ -156,6 +157,9 @@ class Listener:
         finally:
             if sock is not None:
                 sock.close()
+            if bound is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(bound)
             if dir_fd is not None:
                 os.close(dir_fd)
 
@@ -179,9 +183,7 @@ class Listener:
         while True:
             try:
                 sock.recv(64)
-            except (BlockingIOError, InterruptedError):
-                return got
-            except OSError:
+            except OSError:  # BlockingIOError: nothing more pending
                 return got
             got = True
 
