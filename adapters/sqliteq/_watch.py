@@ -38,6 +38,8 @@ logger = logging.getLogger("sqliteq")
 # Seconds between two data_version polls: the bound on notification latency when no ring
 # comes (a process without the bell, a lost ring). Read when a Watcher is made.
 POLL_INTERVAL = 0.02
+# Least seconds between two looks woken by rings (see _run).
+RING_SPACING = 0.002
 # Least seconds between two calls of on_tick (a stat of the path): much of an idle tick's
 # cost if run on every poll.
 TICK_INTERVAL = 0.1
@@ -150,16 +152,22 @@ class Watcher:
     def _run(self, conn: sqlite3.Connection) -> None:
         last_version: int | None = None
         warned = False
-        next_tick = next_bell_check = time.monotonic()
+        next_tick = next_bell_check = looked = time.monotonic()
         try:
             while not self._stop.is_set():
                 if self._listener is None:
                     self._stop.wait(self._interval)
-                else:
-                    self._listener.wait(self._interval)
+                elif self._listener.wait(self._interval):
+                    # Rung: look at once after a quiet spell, but at most once per
+                    # RING_SPACING while rings stream in, so that they are answered in
+                    # batches (a look and a take per ring would cost the consumer more CPU
+                    # per job than the jobs bring in).
+                    pause = looked + RING_SPACING - time.monotonic()
+                    if pause > 0:
+                        self._stop.wait(pause)
                 if self._stop.is_set():
                     break
-                now = time.monotonic()
+                now = looked = time.monotonic()
                 if now >= next_tick:
                     next_tick = now + TICK_INTERVAL
                     if self._on_tick is not None:
