@@ -184,7 +184,9 @@ class Queues:
         self._db = db
         self._writer = Writer(db)  # the adds: group commit, and the thread for coroutines
         query = read_only_query(db.path) if db.read_only else ""
-        self._watcher = Watcher(db.path, busy_timeout, uri_query=query, on_tick=db.check_file)
+        self._watcher = Watcher(
+            db.path, busy_timeout, uri_query=query, on_tick=db.check_file, bell=not db.read_only
+        )
 
     def __repr__(self) -> str:
         state = "closed" if self._db.closed else "open"

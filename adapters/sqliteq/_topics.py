@@ -153,7 +153,7 @@ class Topics:
             conn.executemany(_sql.BUMP_ENQUEUED, bumps)
             return len(stored_in)
 
-        stored = self._write(f"publish {name!r}", body)
+        stored = self._write(f"publish {name!r}", body, "publish")
         registered.update(added)  # committed
         return stored
 
@@ -177,9 +177,11 @@ class Topics:
                     self._routes[name] = route
             return route
 
-    def _write(self, what: str, body: Callable[[sqlite3.Connection, int], T]) -> T:
+    def _write(
+        self, what: str, body: Callable[[sqlite3.Connection, int], T], op: str = "write"
+    ) -> T:
         try:
-            return self._db.transaction(body)
+            return self._db.transaction(body, op)
         except sqlite3.Error as exc:
             raise TopicsStorageError(self._db.path, what, str(exc)) from exc
 
