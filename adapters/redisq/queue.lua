@@ -294,12 +294,16 @@ end
 -- one EXISTS per call for records, not lookups per job.
 local any_records = nil
 
--- The caller's job id and the record, not ended, of stored job `id`; nil when it has none.
-local function record_of(id)
+local function has_records()
   if any_records == nil then
     any_records = redis.call('EXISTS', K_RECORDS) == 1
   end
-  if not any_records then
+  return any_records
+end
+
+-- The caller's job id and the record, not ended, of stored job `id`; nil when it has none.
+local function record_of(id)
+  if not has_records() then
     return nil
   end
   -- job_ids and dedup are inverses (the invariant): job_id names this very job.
@@ -398,26 +402,27 @@ local function call_many(cmd, key, args, width)
   end
 end
 
--- The records (not ended) of the stored jobs `ids` become "running", attempt `attempts[i]`
--- started at `now`. Only the leading fields change; the rest of the text is kept as it is.
-local function records_running(ids, attempts, now)
-  if #ids == 0 then
-    return
-  end
-  if any_records == nil then
-    any_records = redis.call('EXISTS', K_RECORDS) == 1
-  end
-  if not any_records then
-    return
-  end
+-- The caller's job ids of stored jobs `ids` (false: none); then those that have one, in order,
+-- and `extra[i]` of each of them.
+local function named_of(ids, extra)
   local job_ids = hmget(K_JOB_IDS, ids)
-  local named, counts = {}, {}
+  local named, with = {}, {}
   for i = 1, #ids do
     if job_ids[i] then
       named[#named + 1] = job_ids[i]
-      counts[#counts + 1] = attempts[i]
+      with[#with + 1] = extra[i]
     end
   end
+  return job_ids, named, with
+end
+
+-- The records (not ended) of the stored jobs `ids` become "running", attempt `attempts[i]`
+-- started at `now`. Only the leading fields change; the rest of the text is kept as it is.
+local function records_running(ids, attempts, now)
+  if #ids == 0 or not has_records() then
+    return
+  end
+  local _, named, counts = named_of(ids, attempts)
   if #named == 0 then
     return
   end
@@ -447,23 +452,13 @@ local function settle_many(ids, outcomes, state, now)
   if #ids == 0 then
     return
   end
-  if any_records == nil then
-    any_records = redis.call('EXISTS', K_RECORDS) == 1
-  end
-  if not any_records then
+  if not has_records() then
     for i = 1, #ids do
       forget(ids[i])
     end
     return
   end
-  local job_ids = hmget(K_JOB_IDS, ids)
-  local named, named_outcomes = {}, {}
-  for i = 1, #ids do
-    if job_ids[i] then
-      named[#named + 1] = job_ids[i]
-      named_outcomes[#named_outcomes + 1] = outcomes[i]
-    end
-  end
+  local job_ids, named, named_outcomes = named_of(ids, outcomes)
   local texts = #named > 0 and hmget(K_RECORDS, named) or {}
   local finished = int(now)
   local records, kept, expiry, ended = {}, {}, {}, {}
