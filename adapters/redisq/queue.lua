@@ -52,7 +52,9 @@ KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}"
                server that lost seq.
   channel      ARGV of some commands, "<q>:events"; receives "enqueued" (pub/sub, not a key).
   ended        "<q>:ended" (pub/sub, derived from KEYS[1]): receives the caller's job id of
-               every record that reached an ended state, from the command that ended it.
+               every record that reached an ended state, from the command that ended it;
+               except that an ack ending several records announces them in one message on
+  ends         "<q>:ends" (pub/sub): a JSON list of the caller's job ids.
 
 Invariant, kept by every command:
   a job id is in exactly one of ready (waiting), delayed (waiting for its due time), the values
@@ -493,9 +495,13 @@ local function settle_many(ids, outcomes, state, now)
       call_many('HSET', K_OUTCOMES, kept, 2)
     end
     call_many('ZADD', K_REC_EXPIRY, expiry, 2)
-    local channel = string.sub(K_META, 1, -5) .. 'ended'
-    for _, job_id in ipairs(ended) do
-      redis.call('PUBLISH', channel, job_id)
+    -- One message per call: a lone end as record_end tells it, several as one JSON list on
+    -- "<q>:ends" (a PUBLISH costs a call like any other).
+    local base = string.sub(K_META, 1, -5)
+    if #ended == 1 then
+      redis.call('PUBLISH', base .. 'ended', ended[1])
+    else
+      redis.call('PUBLISH', base .. 'ends', cjson.encode(ended))
     end
     records_prune(now)
     -- record_end may drop up to PRUNE_PER_CALL per end; one end adds one record, so this
