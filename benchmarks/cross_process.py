@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 import _common
+import _sqliteq_split
 from _common import Figure, load1, spread
 
 _common.setup_path()
@@ -826,6 +827,8 @@ def main(argv: list[str] | None = None) -> int:
                 if adapter == "redisq":
                     for kind, calls in bench.server_usec.items():
                         notes.append(f"redis-server time per call, {kind} single add: {calls}")
+                else:
+                    notes += _sqliteq_split.split(directory, n_add, args.repeat)
                 if args.profile is not None:
                     args.profile.mkdir(parents=True, exist_ok=True)
                     path = args.profile / f"add-{adapter}-varmq.txt"

@@ -98,10 +98,10 @@ def queue_keys(name: str) -> QueueKeys:
     )
 
 
-# --- topics (redisq/topics.py; the "Topics" section of queue.lua) -----------------------------
+# --- topics (redisq/topics.py and topics.lua) ------------------------------------------------
 
 # The keys of every topic binding of this Redis, sharing the hash tag {topics}: one Redis
-# Cluster slot, so the topic commands of queue.lua touch one slot. KEYS[] order of queue.lua.
+# Cluster slot, so the topic commands of topics.lua touch one slot. KEYS[] order of topics.lua.
 TOPIC_KEYS = (
     f"{PREFIX}:{{topics}}:bindings",
     f"{PREFIX}:{{topics}}:version",

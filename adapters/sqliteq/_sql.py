@@ -80,6 +80,7 @@ __all__ = [
     "BEGIN_IMMEDIATE",
     "BIND_TOPIC",
     "BUMP_ENQUEUED",
+    "BUMP_ENQUEUED_BY",
     "CAPACITY_INSTALLED",
     "CLAIM",
     "COMMIT",
@@ -485,6 +486,8 @@ REGISTER_QUEUE = "INSERT OR IGNORE INTO queues (name, kind) VALUES (:queue, :kin
 QUEUE_KIND = "SELECT kind FROM queues WHERE name = :queue"
 # queues primary key.
 BUMP_ENQUEUED = "UPDATE queues SET enqueued = enqueued + 1 WHERE name = :queue"
+# queues primary key: once per queue for the :count ready jobs one group of adds stored.
+BUMP_ENQUEUED_BY = "UPDATE queues SET enqueued = enqueued + :count WHERE name = :queue"
 # queues primary key.
 QUEUE_COUNTER = "SELECT enqueued FROM queues WHERE name = :queue"
 # Full scan of queues: one row per queue name, read only after data_version changed.
