@@ -61,6 +61,8 @@ class QueueKeys:
     keys: tuple[str, ...]
     channel: str
     records_channel: str
+    # Several records ended by one script call: one message, a JSON list of their job ids.
+    records_batch_channel: str
 
     @property
     def meta(self) -> str:
@@ -92,6 +94,7 @@ def queue_keys(name: str) -> QueueKeys:
         keys=tuple(f"{base}:{suffix}" for suffix in _KEY_SUFFIXES),
         channel=f"{base}:events",
         records_channel=f"{base}:ended",
+        records_batch_channel=f"{base}:ends",
     )
 
 
