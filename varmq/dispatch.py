@@ -36,7 +36,7 @@ from . import errors
 from .job import LOOP_THREAD, Job
 from .metrics import Metrics
 from .retry import Outcome
-from .sources import Source, Step
+from .sources import MemorySource, Source, Step
 from .states import STATUS_OF, State, Status, state_error
 from .strategies import Strategy, pick
 
@@ -61,13 +61,18 @@ os.register_at_fork(after_in_child=_forked)
 
 
 class Slot:
-    """A thread's parking place: its lock is held while the thread waits to be woken."""
+    """A thread's parking place: its lock is held while the thread waits to be woken.
 
-    __slots__ = ("park",)
+    ``handed`` is a job given to the parked thread with its wake-up (see
+    :meth:`Dispatcher.added`): already taken and holding a slot, for the thread to run first.
+    """
+
+    __slots__ = ("handed", "park")
 
     def __init__(self) -> None:
         self.park = threading.Lock()
         self.park.acquire()
+        self.handed: tuple[Source, Job[Any]] | None = None
 
 
 class Runner(Protocol):
@@ -75,6 +80,8 @@ class Runner(Protocol):
 
     #: Most threads (dispatch loops) it runs at once; ``None``: the concurrency.
     thread_limit: int | None
+    #: Whether a parked slot runs the job it is woken with (``Slot.handed``) first.
+    takes_handed: bool
 
     def start_locked(self) -> None:
         """The worker started: create what runs jobs (called under the dispatcher's lock)."""
@@ -201,6 +208,47 @@ class Dispatcher:
             spawns = self.take_spawns_locked()
         if spawns:
             self.runner.spawn(spawns)
+
+    def added(self, source: MemorySource) -> None:
+        """A producer put one job in ``source``'s in-memory storage: count it and wake a slot.
+
+        When a thread is parked, none is on its way and ``source`` is the worker's only
+        queue, the producer takes the next job itself, as that thread's step would, and hands
+        it over with the wake-up: the woken thread starts it without taking the lock.
+        """
+        if Forks.count != self.forks:
+            self.check_process()
+        with self.lock:
+            self.metrics.submitted += 1
+            if self.waking == 0 and not (self.idle and self._hand_over_locked(source)):
+                self.wake_locked()
+            spawns = self.take_spawns_locked()
+        if spawns:
+            self.runner.spawn(spawns)
+
+    def _hand_over_locked(self, source: MemorySource) -> bool:
+        """Take the next job of ``source`` for a parked slot and wake it with the job; whether
+        one was handed over (else the caller wakes a slot to step as usual)."""
+        if (
+            self.state is not _ACTIVE
+            or self.in_flight >= self.concurrency
+            or self.buffer
+            or not self.runner.takes_handed
+            or len(self.sources) != 1
+            or self.sources[0] is not source
+            or not source.builtin  # another storage's take may fail: the worker's to report
+        ):
+            return False
+        job = source.take_now()
+        if job is None:
+            return False
+        self.in_flight += 1
+        slot = self.idle.pop()
+        slot.handed = source, job
+        self.runner.wake(slot)
+        if self.in_flight < self.concurrency and source.ready_locked():
+            self.wake_one_locked()  # more is waiting: pass the baton, as step_locked does
+        return True
 
     def add_submitted(self, n: int) -> None:
         """Count jobs accepted for later (delayed): nothing to wake for yet."""

@@ -248,7 +248,7 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
             dispatch.add_submitted(1)
             self._producer.on_delayed()
         else:
-            dispatch.signal(1)
+            dispatch.added(self._source)
         return job
 
     def _add_all(self, items: Iterable[Any], prioritised: bool) -> G:

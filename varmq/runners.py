@@ -21,7 +21,7 @@ from .errors import JobCancelledError, JobTimeoutError
 from .job import LOOP_IDENTS, LOOP_THREAD, Job
 from .queues import TAKING, Taker
 from .retry import Outcome
-from .sources import Source, Step
+from .sources import Source, Step, Wake
 from .states import State
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class ThreadRunner:
     """
 
     thread_limit: int | None = None
+    takes_handed = True
 
     def __init__(
         self,
@@ -106,48 +107,65 @@ class ThreadRunner:
         taker = self._taker()
         finished: tuple[Source, Outcome | None] | None = None
         woken = not parked
-        while True:
-            if parked:
-                if not self._park(slot):
-                    return
-                woken = True
-            tally: list[int] | None = None
-            if finished is not None and dispatch.fast is not None:
-                finished, tally = self._run_on(finished, taker)
-            with dispatch.lock:
-                if woken:
-                    dispatch.woken_locked()
-                    woken = False
-                if tally is not None:
-                    dispatch.count_locked(tally)
-                if finished is not None:
-                    if finished[1] is None:  # settled at its timeout, returned since
-                        dispatch.returned_late_locked(finished[0], wake=False)
+        # Callbacks that wake the waiters of the jobs this thread settled: called once the
+        # slot is given back and the next step chosen, just before the thread parks or runs
+        # the next job. A waiter woken earlier would only wait for this thread to let go of
+        # the interpreter, and then need a second wake-up (see Source.settle_quietly).
+        wakes: list[Wake] = []
+        try:
+            while True:
+                if parked:
+                    if not self._park(slot):
+                        return
+                    handed = slot.handed
+                    if handed is None:
+                        woken = True
                     else:
-                        dispatch.finish_locked(finished[0], finished[1], wake=False)
-                step, source, arg = dispatch.step_locked(True)
-                if step is _PARK:
-                    dispatch.parked_locked(slot)
+                        # Taken for this slot (and counted in flight) by the producer that
+                        # woke it: run it before stepping.
+                        slot.handed = None
+                        finished = handed[0], self._run(handed[0], handed[1], wakes)
+                tally: list[int] | None = None
+                if finished is not None and dispatch.fast is not None:
+                    finished, tally = self._run_on(finished, taker, wakes)
+                with dispatch.lock:
+                    if woken:
+                        dispatch.woken_locked()
+                        woken = False
+                    if tally is not None:
+                        dispatch.count_locked(tally)
+                    if finished is not None:
+                        if finished[1] is None:  # settled at its timeout, returned since
+                            dispatch.returned_late_locked(finished[0], wake=False)
+                        else:
+                            dispatch.finish_locked(finished[0], finished[1], wake=False)
+                    step, source, arg = dispatch.step_locked(True)
+                    if step is _PARK:
+                        dispatch.parked_locked(slot)
+                    elif step is _RETIRE:
+                        dispatch.retire_locked()
+                    spawns = dispatch.take_spawns_locked()
+                finished = None
+                if wakes:
+                    _wake_all(wakes)
+                if spawns:
+                    self.spawn(spawns)
+                parked = step is _PARK
+                if step is _RUN:
+                    assert source is not None
+                    finished = source, self._run(source, arg, wakes)
+                elif step is _TAKE:
+                    assert source is not None
+                    job = self._take(source, arg)
+                    if job is not None:
+                        finished = source, self._run(source, job, wakes)
                 elif step is _RETIRE:
-                    dispatch.retire_locked()
-                spawns = dispatch.take_spawns_locked()
-            finished = None
-            if spawns:
-                self.spawn(spawns)
-            parked = step is _PARK
-            if step is _RUN:
-                assert source is not None
-                finished = source, self._run(source, arg)
-            elif step is _TAKE:
-                assert source is not None
-                job = self._take(source, arg)
-                if job is not None:
-                    finished = source, self._run(source, job)
-            elif step is _RETIRE:
-                return
+                    return
+        finally:
+            _wake_all(wakes)
 
     def _run_on(
-        self, finished: tuple[Source, Outcome | None], taker: Taker
+        self, finished: tuple[Source, Outcome | None], taker: Taker, wakes: list[Wake]
     ) -> tuple[tuple[Source, Outcome | None], list[int] | None]:
         """Keep the slot and run the next jobs of the worker's one lock-free in-memory queue.
 
@@ -205,7 +223,9 @@ class ThreadRunner:
                     spawns = dispatch.take_spawns_locked()
                 if spawns:
                     self.spawn(spawns)
-            finished = source, self._run(source, job)
+            if wakes:
+                _wake_all(wakes)
+            finished = source, self._run(source, job, wakes)
             fast = dispatch.fast
         return finished, tally
 
@@ -232,9 +252,10 @@ class ThreadRunner:
             self.spawn(spawns)
         return job
 
-    def _run(self, source: Source, job: Job[Any]) -> Outcome | None:
+    def _run(self, source: Source, job: Job[Any], wakes: list[Wake]) -> Outcome | None:
         """Run ``job`` and settle it; ``None`` if its timeout passed first, or it was cancelled
-        by id (the timer settled it then, and only its slot is left to give back)."""
+        by id (the timer settled it then, and only its slot is left to give back). Wake-ups of
+        the job's waiters may be left in ``wakes``, for the caller to call."""
         extra = job._extra
         timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
         watch = None
@@ -256,7 +277,7 @@ class ThreadRunner:
         if watch is not None and not self._timer().unwatch(watch):
             return None
         try:
-            return source.settle(job, value, error)
+            return source.settle_quietly(job, value, error, wakes)
         except Exception:
             return self._settle_failed(source, job)
 
@@ -301,6 +322,8 @@ class AsyncRunner:
 
     # The one dispatch coroutine, whatever the concurrency.
     thread_limit: int | None = 1
+    # Its dispatch coroutine steps for every job: no job is handed to it with a wake-up.
+    takes_handed = False
 
     def __init__(
         self,
@@ -501,6 +524,17 @@ class AsyncRunner:
 
     def _wake_dispatcher_locked(self) -> None:
         self._dispatch.unpark_locked(self._slot)
+
+
+def _wake_all(wakes: list[Wake]) -> None:
+    """Call (and forget) the wake-ups of waiters left by settled jobs; one that raises (none
+    of varmq's does) is logged, and the others are called all the same."""
+    for wake in wakes:
+        try:
+            wake()
+        except Exception:
+            log.exception("varmq: waking a waiter of a finished job failed")
+    wakes.clear()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -44,11 +44,13 @@ from .queues import (
 from .records import Records
 from .retry import Outcome, Retry, after_failure
 
-__all__ = ["CancelRunning", "Decode", "MemorySource", "Report", "Source", "Step"]
+__all__ = ["CancelRunning", "Decode", "MemorySource", "Report", "Source", "Step", "Wake"]
 
 log = logging.getLogger("varmq.worker")
 
 Decode = Callable[[Any], Any]
+Wake = Callable[[], None]
+"""Wakes one waiter of a job that closed (see :meth:`Source.settle_quietly`)."""
 CancelRunning = Callable[["Source", Job[Any]], None]
 """How a source asks its worker to cancel a job of its that runs (as a timeout would)."""
 
@@ -235,6 +237,13 @@ class Source:
         """Finish one run of ``job``: report its error, apply the outcome, close its handle."""
         raise NotImplementedError
 
+    def settle_quietly(
+        self, job: Job[Any], value: Any, error: BaseException | None, wakes: list[Wake]
+    ) -> Outcome:
+        """:meth:`settle`, except that the callbacks waking the job's waiters may be appended
+        to ``wakes`` instead of called: the caller calls them once its slot is given back."""
+        return self.settle(job, value, error)
+
     async def settle_async(
         self, job: Job[Any], value: Any, error: BaseException | None, io: Any
     ) -> Outcome:
@@ -332,6 +341,9 @@ class MemorySource(Source):
                 self.dead.keep(restored.dead)
         self.book = JobBook(self, keep_results) if keep_results > 0 else None
         self.cancellable = self.book is not None
+        #: Whether the storage is one of the built-in queues, whose takes never raise: a
+        #: producer may then take a job for a parked thread (Dispatcher.added).
+        self.builtin = type(storage) in _LOCK_FREE_QUEUES
 
     def job_records(self) -> Records:
         if self.book is None:
@@ -452,6 +464,17 @@ class MemorySource(Source):
         job._complete(value, error)
         self._taken_jobs.pop(job, None)
         return outcome
+
+    def settle_quietly(
+        self, job: Job[Any], value: Any, error: BaseException | None, wakes: list[Wake]
+    ) -> Outcome:
+        if error is not None or self.book is not None:
+            return self.settle(job, value, error)  # a record is closed with the job: at once
+        callbacks = job._close_quietly(value)
+        self._taken_jobs.pop(job, None)
+        if callbacks:
+            wakes += callbacks
+        return _OK
 
     def needs_timer(self) -> bool:
         return len(self.delayed) > 0 or self.retry_at > 0
