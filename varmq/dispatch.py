@@ -140,6 +140,10 @@ class Dispatcher:
         # The one source and its storage, when it is the worker's only one and threads may
         # take from it without the lock (see ThreadRunner._run_on).
         self.fast: tuple[Source, Any] | None = None
+        # The one source, when it is the worker's only one and a built-in in-memory queue, and
+        # the runner's threads run jobs handed to them: a producer may take for a parked
+        # thread (see added), and a thread that finds it empty parks at once.
+        self.handing: MemorySource | None = None
         self.cursor = -1
         self.spawns = 0
         self.generation = 0
@@ -174,6 +178,11 @@ class Dispatcher:
             only = self.sources[0] if len(self.sources) == 1 else None
             queue = only.lock_free_queue() if only is not None else None
             self.fast = None if only is None or queue is None else (only, queue)
+            self.handing = (
+                only
+                if isinstance(only, MemorySource) and only.builtin and self.runner.takes_handed
+                else None
+            )
             # Binding always wakes the worker: jobs already stored start without another signal.
             self.wake_locked()
             self.notify_locked()
@@ -212,43 +221,44 @@ class Dispatcher:
     def added(self, source: MemorySource) -> None:
         """A producer put one job in ``source``'s in-memory storage: count it and wake a slot.
 
-        When a thread is parked, none is on its way and ``source`` is the worker's only
-        queue, the producer takes the next job itself, as that thread's step would, and hands
-        it over with the wake-up: the woken thread starts it without taking the lock.
+        When a thread is parked, none is on its way and ``source`` is the worker's only queue
+        (:attr:`handing`), the producer takes the next job itself, as that thread's step
+        would, and hands it over with the wake-up: the woken thread starts it without taking
+        the lock.
         """
         if Forks.count != self.forks:
             self.check_process()
         with self.lock:
             self.metrics.submitted += 1
-            if self.waking == 0 and not (self.idle and self._hand_over_locked(source)):
-                self.wake_locked()
-            spawns = self.take_spawns_locked()
+            if self.waking == 0:
+                if (
+                    self.idle
+                    and source is self.handing
+                    and self.state is _ACTIVE
+                    and self.in_flight < self.concurrency
+                    and not self.buffer
+                ):
+                    self._hand_over_locked(source)
+                else:
+                    self.wake_locked()
+            spawns = self.spawns
+            if spawns:
+                self.spawns = 0
         if spawns:
             self.runner.spawn(spawns)
 
-    def _hand_over_locked(self, source: MemorySource) -> bool:
-        """Take the next job of ``source`` for a parked slot and wake it with the job; whether
-        one was handed over (else the caller wakes a slot to step as usual)."""
-        if (
-            self.state is not _ACTIVE
-            or self.in_flight >= self.concurrency
-            or self.buffer
-            or not self.runner.takes_handed
-            or len(self.sources) != 1
-            or self.sources[0] is not source
-            or not source.builtin  # another storage's take may fail: the worker's to report
-        ):
-            return False
+    def _hand_over_locked(self, source: MemorySource) -> None:
+        """Take the next job of ``source`` for a parked slot and wake the slot with it."""
         job = source.take_now()
-        if job is None:
-            return False
+        if job is None:  # taken meanwhile by a running thread
+            self.wake_locked()
+            return
         self.in_flight += 1
         slot = self.idle.pop()
         slot.handed = source, job
-        self.runner.wake(slot)
-        if self.in_flight < self.concurrency and source.ready_locked():
+        slot.park.release()  # ThreadRunner.wake: only its threads are handed jobs
+        if self.in_flight < self.concurrency and len(source.storage):
             self.wake_one_locked()  # more is waiting: pass the baton, as step_locked does
-        return True
 
     def add_submitted(self, n: int) -> None:
         """Count jobs accepted for later (delayed): nothing to wake for yet."""
@@ -375,6 +385,30 @@ class Dispatcher:
         source.started.pop(id(job), None)
         with self.lock:
             self.metrics.observe_locked(seconds)
+
+    def parked_after_locked(self, source: Source, slot: Slot) -> bool:
+        """The common end of a run: a job of ``source`` (the worker's only queue, in memory)
+        returned, the worker is active and has nothing else to start. Count it, give its slot
+        back and park ``slot``, as :meth:`finish_locked`, :meth:`step_locked` and
+        :meth:`parked_locked` would, and return True; False, having done nothing, when
+        anything else applies."""
+        if (
+            source is not self.handing
+            or self.state is not _ACTIVE
+            or self.buffer
+            or self.threads > self.concurrency
+            or len(source.storage)
+        ):
+            return False
+        metrics = self.metrics
+        metrics.successful += 1
+        metrics.completed += 1
+        source.running -= 1
+        self.in_flight -= 1
+        if self.in_flight == self.abandoned and self.waiters:
+            self.notify_locked()  # settled: callers of wait() look again
+        self.idle.append(slot)
+        return True
 
     def count_locked(self, tally: list[int]) -> None:
         """Count runs tallied outside the lock: ``tally[outcome]`` runs ended that way."""

@@ -32,6 +32,7 @@ __all__ = ["AsyncRunner", "ThreadRunner"]
 # Python 3.11 (the enum metaclass's __getattr__), and these are read for every job.
 _RUN, _TAKE, _PARK, _RETIRE = Step.RUN, Step.TAKE, Step.PARK, Step.RETIRE
 _ACTIVE, _STOPPING = State.ACTIVE, State.STOPPING
+_OK = Outcome.OK
 
 
 log = logging.getLogger("varmq.worker")
@@ -122,9 +123,18 @@ class ThreadRunner:
                         woken = True
                     else:
                         # Taken for this slot (and counted in flight) by the producer that
-                        # woke it: run it before stepping.
+                        # woke it: run it, and park again at once if nothing else waits.
                         slot.handed = None
-                        finished = handed[0], self._run(handed[0], handed[1], wakes)
+                        origin = handed[0]
+                        outcome = self._run(origin, handed[1], wakes)
+                        if outcome is _OK:
+                            with dispatch.lock:
+                                parked = dispatch.parked_after_locked(origin, slot)
+                            if parked:
+                                if wakes:
+                                    _wake_all(wakes)
+                                continue
+                        finished = origin, outcome
                 tally: list[int] | None = None
                 if finished is not None and dispatch.fast is not None:
                     finished, tally = self._run_on(finished, taker, wakes)
