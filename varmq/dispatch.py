@@ -228,6 +228,7 @@ class Dispatcher:
         """
         if Forks.count != self.forks:
             self.check_process()
+        slot = None
         with self.lock:
             self.metrics.submitted += 1
             if self.waking == 0:
@@ -238,27 +239,32 @@ class Dispatcher:
                     and self.in_flight < self.concurrency
                     and not self.buffer
                 ):
-                    self._hand_over_locked(source)
+                    slot = self._hand_over_locked(source)
                 else:
                     self.wake_locked()
             spawns = self.spawns
             if spawns:
                 self.spawns = 0
+        if slot is not None:
+            # Woken last, once this thread has little left to do before it lets the woken one
+            # have the interpreter. ThreadRunner.wake: only its threads are handed jobs.
+            slot.park.release()
         if spawns:
             self.runner.spawn(spawns)
 
-    def _hand_over_locked(self, source: MemorySource) -> None:
-        """Take the next job of ``source`` for a parked slot and wake the slot with it."""
+    def _hand_over_locked(self, source: MemorySource) -> Slot | None:
+        """Take the next job of ``source`` for a parked slot: the slot to wake, holding the
+        job, or ``None`` (a slot was woken to step as usual)."""
         job = source.take_now()
         if job is None:  # taken meanwhile by a running thread
             self.wake_locked()
-            return
+            return None
         self.in_flight += 1
         slot = self.idle.pop()
         slot.handed = source, job
-        slot.park.release()  # ThreadRunner.wake: only its threads are handed jobs
         if self.in_flight < self.concurrency and len(source.storage):
             self.wake_one_locked()  # more is waiting: pass the baton, as step_locked does
+        return slot
 
     def add_submitted(self, n: int) -> None:
         """Count jobs accepted for later (delayed): nothing to wake for yet."""
