@@ -113,11 +113,15 @@ class ThreadRunner:
         # the next job. A waiter woken earlier would only wait for this thread to let go of
         # the interpreter, and then need a second wake-up (see Source.settle_quietly).
         wakes: list[Wake] = []
+        park = slot.park.acquire
+        expiry = dispatch.idle_expiry if dispatch.idle_expiry > 0 else IDLE_GRACE
         try:
             while True:
+                # The first wait, inline: it follows the wake-ups of waiters, and a woken waiter
+                # that finds this thread still running Python waits for it a second time.
+                if parked and not park(timeout=expiry) and not self._park(slot, expiry):
+                    return
                 if parked:
-                    if not self._park(slot):
-                        return
                     handed = slot.handed
                     if handed is None:
                         woken = True
@@ -303,23 +307,23 @@ class ThreadRunner:
         )
         return Outcome.FAILED
 
-    def _park(self, slot: Slot) -> bool:
-        """Wait to be woken; ``False`` when the thread should retire instead."""
+    def _park(self, slot: Slot, expiry: float) -> bool:
+        """Wait to be woken, after a first wait of ``expiry`` seconds passed without a
+        wake-up; ``False`` when the thread should retire instead."""
         dispatch = self._dispatch
-        expiry = dispatch.idle_expiry if dispatch.idle_expiry > 0 else IDLE_GRACE
         while True:
+            with dispatch.lock:
+                parked = slot in dispatch.idle
+                if parked and dispatch.surplus_locked():
+                    dispatch.idle.remove(slot)
+                    dispatch.retire_locked()
+                    return False
+            if not parked:
+                # Someone took the slot off the idle list and is releasing it right now.
+                slot.park.acquire()
+                return True
             if slot.park.acquire(timeout=expiry):
                 return True
-            with dispatch.lock:
-                if slot in dispatch.idle:
-                    if dispatch.surplus_locked():
-                        dispatch.idle.remove(slot)
-                        dispatch.retire_locked()
-                        return False
-                    continue
-            # Someone took the slot off the idle list and is releasing it right now.
-            slot.park.acquire()
-            return True
 
 
 class AsyncRunner:
