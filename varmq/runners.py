@@ -3,7 +3,10 @@
 Both runners drive the same :class:`~varmq.dispatch.Dispatcher` step, so concurrency,
 lifecycle and metrics are identical. Neither has a dispatcher thread in front of it: a thread
 (or the loop's dispatch coroutine) takes the next job itself, runs it, and hands the run to the
-job's source to settle (:meth:`~varmq.sources.Source.settle`) before its slot is released.
+job's source to settle (:meth:`~varmq.sources.Source.settle`) before its slot is released. A
+thread wakes the waiters of the jobs it ran after giving the slot back (see
+:meth:`~varmq.sources.Source.settle_quietly`), and runs a job a producer handed it with its
+wake-up (see :meth:`~varmq.dispatch.Dispatcher.added`) before stepping.
 """
 
 from __future__ import annotations
