@@ -148,11 +148,6 @@ class Job(Generic[T]):
     def _complete(self, value: Any, error: BaseException | None) -> None:
         """Record the outcome of the last run; a plain job has nobody waiting for it."""
 
-    def _close_quietly(self, value: Any) -> list[Callable[[], None]] | None:
-        """:meth:`_complete` with ``value``, except that the waiters are not woken here: the
-        callbacks that wake them are returned, for the caller to call soon."""
-        return None
-
 
 def as_handle(item: object) -> EnqueuedJob[Any] | None:
     """``item`` (taken from in-memory storage) if it is a job handle, else ``None``."""
@@ -387,24 +382,6 @@ class EnqueuedJob(Job[T]):
                 callback()
         if self._group is not None:
             self._group.member_done(self.id, value, error, True)
-
-    def _close_quietly(self, value: Any) -> list[_Callback] | None:
-        """Close the job with ``value`` like :meth:`_complete`, but leave its waiters to the
-        caller: the worker's thread first gives its slot back and parks, then wakes them, so
-        that a woken waiter finds the interpreter free instead of waiting for that thread.
-
-        The job is closed (status, outcome) before this returns, so anyone who looks finds it
-        closed; only a group member (whose group is told before its slot is free) is
-        completed at once, and then ``None`` comes back.
-        """
-        if self._group is not None:
-            self._complete(value, None)
-            return None
-        with _STRIPES[(id(self) >> 4) & 127]:  # _stripe, inlined: once per job run
-            self._outcome = value
-            self._status = _CLOSED
-            callbacks, self._callbacks = self._callbacks, None
-        return callbacks
 
     def _cancel(self) -> None:
         error = JobCancelledError(self.id)

@@ -4,9 +4,8 @@ Both runners drive the same :class:`~varmq.dispatch.Dispatcher` step, so concurr
 lifecycle and metrics are identical. Neither has a dispatcher thread in front of it: a thread
 (or the loop's dispatch coroutine) takes the next job itself, runs it, and hands the run to the
 job's source to settle (:meth:`~varmq.sources.Source.settle`) before its slot is released. A
-thread wakes the waiters of the jobs it ran after giving the slot back (see
-:meth:`~varmq.sources.Source.settle_quietly`), and runs a job a producer handed it with its
-wake-up (see :meth:`~varmq.dispatch.Dispatcher.added`) before stepping.
+thread runs a job a producer handed it with its wake-up (see
+:meth:`~varmq.dispatch.Dispatcher.added`) before stepping.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from .errors import JobCancelledError, JobTimeoutError
 from .job import LOOP_IDENTS, LOOP_THREAD, Job
 from .queues import TAKING, Taker
 from .retry import Outcome
-from .sources import Source, Step, Wake
+from .sources import Source, Step
 from .states import State
 
 if TYPE_CHECKING:
@@ -111,78 +110,66 @@ class ThreadRunner:
         taker = self._taker()
         finished: tuple[Source, Outcome | None] | None = None
         woken = not parked
-        # Callbacks that wake the waiters of the jobs this thread settled: called once the
-        # slot is given back and the next step chosen, just before the thread parks or runs
-        # the next job. A waiter woken earlier would only wait for this thread to let go of
-        # the interpreter, and then need a second wake-up (see Source.settle_quietly).
-        wakes: list[Wake] = []
         park = slot.park.acquire
         expiry = dispatch.idle_expiry if dispatch.idle_expiry > 0 else IDLE_GRACE
-        try:
-            while True:
-                # The first wait, inline: it follows the wake-ups of waiters, and a woken waiter
-                # that finds this thread still running Python waits for it a second time.
-                if parked and not park(timeout=expiry) and not self._park(slot, expiry):
-                    return
-                if parked:
-                    handed = slot.handed
-                    if handed is None:
-                        woken = True
+        while True:
+            # The first wait, inline: the common one, and the fewer steps between the run of a
+            # job and the wait, the sooner the interpreter is free for the others.
+            if parked and not park(timeout=expiry) and not self._park(slot, expiry):
+                return
+            if parked:
+                handed = slot.handed
+                if handed is None:
+                    woken = True
+                else:
+                    # Taken for this slot (and counted in flight) by the producer that
+                    # woke it: run it, and park again at once if nothing else waits.
+                    slot.handed = None
+                    origin = handed[0]
+                    outcome = self._run(origin, handed[1])
+                    if outcome is _OK:
+                        with dispatch.lock:
+                            parked = dispatch.parked_after_locked(origin, slot)
+                        if parked:
+                            continue
+                    finished = origin, outcome
+            tally: list[int] | None = None
+            if finished is not None and dispatch.fast is not None:
+                finished, tally = self._run_on(finished, taker)
+            with dispatch.lock:
+                if woken:
+                    dispatch.woken_locked()
+                    woken = False
+                if tally is not None:
+                    dispatch.count_locked(tally)
+                if finished is not None:
+                    if finished[1] is None:  # settled at its timeout, returned since
+                        dispatch.returned_late_locked(finished[0], wake=False)
                     else:
-                        # Taken for this slot (and counted in flight) by the producer that
-                        # woke it: run it, and park again at once if nothing else waits.
-                        slot.handed = None
-                        origin = handed[0]
-                        outcome = self._run(origin, handed[1], wakes)
-                        if outcome is _OK:
-                            with dispatch.lock:
-                                parked = dispatch.parked_after_locked(origin, slot)
-                            if parked:
-                                if wakes:
-                                    _wake_all(wakes)
-                                continue
-                        finished = origin, outcome
-                tally: list[int] | None = None
-                if finished is not None and dispatch.fast is not None:
-                    finished, tally = self._run_on(finished, taker, wakes)
-                with dispatch.lock:
-                    if woken:
-                        dispatch.woken_locked()
-                        woken = False
-                    if tally is not None:
-                        dispatch.count_locked(tally)
-                    if finished is not None:
-                        if finished[1] is None:  # settled at its timeout, returned since
-                            dispatch.returned_late_locked(finished[0], wake=False)
-                        else:
-                            dispatch.finish_locked(finished[0], finished[1], wake=False)
-                    step, source, arg = dispatch.step_locked(True)
-                    if step is _PARK:
-                        dispatch.parked_locked(slot)
-                    elif step is _RETIRE:
-                        dispatch.retire_locked()
-                    spawns = dispatch.take_spawns_locked()
-                finished = None
-                if wakes:
-                    _wake_all(wakes)
-                if spawns:
-                    self.spawn(spawns)
-                parked = step is _PARK
-                if step is _RUN:
-                    assert source is not None
-                    finished = source, self._run(source, arg, wakes)
-                elif step is _TAKE:
-                    assert source is not None
-                    job = self._take(source, arg)
-                    if job is not None:
-                        finished = source, self._run(source, job, wakes)
+                        dispatch.finish_locked(finished[0], finished[1], wake=False)
+                step, source, arg = dispatch.step_locked(True)
+                if step is _PARK:
+                    dispatch.parked_locked(slot)
                 elif step is _RETIRE:
-                    return
-        finally:
-            _wake_all(wakes)
+                    dispatch.retire_locked()
+                spawns = dispatch.take_spawns_locked()
+            finished = None
+            if spawns:
+                self.spawn(spawns)
+            parked = step is _PARK
+            if step is _RUN:
+                assert source is not None
+                finished = source, self._run(source, arg)
+            elif step is _TAKE:
+                assert source is not None
+                job = self._take(source, arg)
+                if job is not None:
+                    finished = source, self._run(source, job)
+            elif step is _RETIRE:
+                return
 
     def _run_on(
-        self, finished: tuple[Source, Outcome | None], taker: Taker, wakes: list[Wake]
+        self, finished: tuple[Source, Outcome | None], taker: Taker
     ) -> tuple[tuple[Source, Outcome | None], list[int] | None]:
         """Keep the slot and run the next jobs of the worker's one lock-free in-memory queue.
 
@@ -240,9 +227,7 @@ class ThreadRunner:
                     spawns = dispatch.take_spawns_locked()
                 if spawns:
                     self.spawn(spawns)
-            if wakes:
-                _wake_all(wakes)
-            finished = source, self._run(source, job, wakes)
+            finished = source, self._run(source, job)
             fast = dispatch.fast
         return finished, tally
 
@@ -269,10 +254,9 @@ class ThreadRunner:
             self.spawn(spawns)
         return job
 
-    def _run(self, source: Source, job: Job[Any], wakes: list[Wake]) -> Outcome | None:
+    def _run(self, source: Source, job: Job[Any]) -> Outcome | None:
         """Run ``job`` and settle it; ``None`` if its timeout passed first, or it was cancelled
-        by id (the timer settled it then, and only its slot is left to give back). Wake-ups of
-        the job's waiters may be left in ``wakes``, for the caller to call."""
+        by id (the timer settled it then, and only its slot is left to give back)."""
         extra = job._extra
         timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
         watch = None
@@ -294,7 +278,7 @@ class ThreadRunner:
         if watch is not None and not self._timer().unwatch(watch):
             return None
         try:
-            return source.settle_quietly(job, value, error, wakes)
+            return source.settle(job, value, error)
         except Exception:
             return self._settle_failed(source, job)
 
@@ -541,17 +525,6 @@ class AsyncRunner:
 
     def _wake_dispatcher_locked(self) -> None:
         self._dispatch.unpark_locked(self._slot)
-
-
-def _wake_all(wakes: list[Wake]) -> None:
-    """Call (and forget) the wake-ups of waiters left by settled jobs; one that raises (none
-    of varmq's does) is logged, and the others are called all the same."""
-    for wake in wakes:
-        try:
-            wake()
-        except Exception:
-            log.exception("varmq: waking a waiter of a finished job failed")
-    wakes.clear()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

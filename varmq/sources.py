@@ -44,13 +44,11 @@ from .queues import (
 from .records import Records
 from .retry import Outcome, Retry, after_failure
 
-__all__ = ["CancelRunning", "Decode", "MemorySource", "Report", "Source", "Step", "Wake"]
+__all__ = ["CancelRunning", "Decode", "MemorySource", "Report", "Source", "Step"]
 
 log = logging.getLogger("varmq.worker")
 
 Decode = Callable[[Any], Any]
-Wake = Callable[[], None]
-"""Wakes one waiter of a job that closed (see :meth:`Source.settle_quietly`)."""
 CancelRunning = Callable[["Source", Job[Any]], None]
 """How a source asks its worker to cancel a job of its that runs (as a timeout would)."""
 
@@ -236,13 +234,6 @@ class Source:
     def settle(self, job: Job[Any], value: Any, error: BaseException | None) -> Outcome:
         """Finish one run of ``job``: report its error, apply the outcome, close its handle."""
         raise NotImplementedError
-
-    def settle_quietly(
-        self, job: Job[Any], value: Any, error: BaseException | None, wakes: list[Wake]
-    ) -> Outcome:
-        """:meth:`settle`, except that the callbacks waking the job's waiters may be appended
-        to ``wakes`` instead of called: the caller calls them once its slot is given back."""
-        return self.settle(job, value, error)
 
     async def settle_async(
         self, job: Job[Any], value: Any, error: BaseException | None, io: Any
@@ -464,17 +455,6 @@ class MemorySource(Source):
         job._complete(value, error)
         self._taken_jobs.pop(job, None)
         return outcome
-
-    def settle_quietly(
-        self, job: Job[Any], value: Any, error: BaseException | None, wakes: list[Wake]
-    ) -> Outcome:
-        if error is not None or self.book is not None:
-            return self.settle(job, value, error)  # a record is closed with the job: at once
-        callbacks = job._close_quietly(value)
-        self._taken_jobs.pop(job, None)
-        if callbacks:
-            wakes += callbacks
-        return _OK
 
     def needs_timer(self) -> bool:
         return len(self.delayed) > 0 or self.retry_at > 0

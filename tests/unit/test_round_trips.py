@@ -1,5 +1,5 @@
 """Adding a job and waiting for it, one at a time: the path where a parked thread is handed
-the job with its wake-up and wakes the job's waiters only after giving its slot back."""
+the job with its wake-up, runs it and parks again in one short step."""
 
 from __future__ import annotations
 
