@@ -6,10 +6,10 @@ settled. The runner's threads (or, for ``async def`` functions, its one dispatch
 run this job, take from that source (done outside the lock), park, or retire. There is no
 dispatcher thread between a queue and the thread that runs the job: a thread takes for itself,
 so a job costs no thread hand-off. The one exception makes a round trip shorter: a producer
-adding to an idle worker's only (built-in, in-memory) queue takes the job for a parked thread
-and wakes it with the job (:meth:`Dispatcher.added`), so that thread starts it without the
-lock. Which queue to take from is the strategy's choice (:mod:`varmq.strategies`); how to take
-from it is the source's (:mod:`varmq.sources`).
+adding to an idle worker's only (built-in, in-memory) queue gives the job to a parked thread
+with its wake-up (:meth:`Dispatcher.hand_over`), so that thread starts it without the lock.
+Which queue to take from is the strategy's choice (:mod:`varmq.strategies`); how to take from
+it is the source's (:mod:`varmq.sources`).
 
 Everything below the lock line is guarded by ``Dispatcher.lock``. Its invariants:
 
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from . import errors
-from .job import LOOP_THREAD, Job
+from .job import LOOP_THREAD, EnqueuedJob, Job
 from .metrics import Metrics
 from .retry import Outcome
 from .sources import MemorySource, Source, Step
@@ -69,7 +69,8 @@ class Slot:
     """A thread's parking place: its lock is held while the thread waits to be woken.
 
     ``handed`` is a job given to the parked thread with its wake-up (see
-    :meth:`Dispatcher.added`): already taken and holding a slot, for the thread to run first.
+    :meth:`Dispatcher.hand_over`): already taken and holding a slot, for the thread to run
+    first.
     """
 
     __slots__ = ("handed", "park")
@@ -146,8 +147,8 @@ class Dispatcher:
         # take from it without the lock (see ThreadRunner._run_on).
         self.fast: tuple[Source, Any] | None = None
         # The one source, when it is the worker's only one and a built-in in-memory queue, and
-        # the runner's threads run jobs handed to them: a producer may take for a parked
-        # thread (see added), and a thread that finds it empty parks at once.
+        # the runner's threads run jobs handed to them: a producer may give a job straight to
+        # a parked thread (see hand_over), and a thread that finds it empty parks at once.
         self.handing: MemorySource | None = None
         self.cursor = -1
         self.spawns = 0
@@ -223,53 +224,34 @@ class Dispatcher:
         if spawns:
             self.runner.spawn(spawns)
 
-    def added(self, source: MemorySource) -> None:
-        """A producer put one job in ``source``'s in-memory storage: count it and wake a slot.
-
-        When a thread is parked, none is on its way and ``source`` is the worker's only queue
-        (:attr:`handing`), the producer takes the next job itself, as that thread's step
-        would, and hands it over with the wake-up: the woken thread starts it without taking
-        the lock.
+    def hand_over(self, source: MemorySource, job: EnqueuedJob[Any]) -> bool:
+        """Give ``job``, just made by a producer, straight to a parked thread, without putting
+        it in ``source``'s storage: when nobody is on the way to take it and nothing waits in
+        the storage (which is open), the thread's step would take this very job. Whether it
+        was handed over; if not, the caller adds it the usual way. A hand-over counts as an
+        add (``submitted``); the woken thread runs the job without taking the lock.
         """
         if Forks.count != self.forks:
             self.check_process()
-        slot = None
         with self.lock:
+            if (
+                self.waking
+                or not self.idle
+                or source is not self.handing
+                or self.state is not _ACTIVE
+                or self.in_flight >= self.concurrency
+                or self.buffer
+                or not source.storage.is_empty_and_open()
+                or not job._claim()
+            ):
+                return False
             self.metrics.submitted += 1
-            if self.waking == 0:
-                if (
-                    self.idle
-                    and source is self.handing
-                    and self.state is _ACTIVE
-                    and self.in_flight < self.concurrency
-                    and not self.buffer
-                ):
-                    slot = self._hand_over_locked(source)
-                else:
-                    self.wake_locked()
-            spawns = self.spawns
-            if spawns:
-                self.spawns = 0
-        if slot is not None:
-            # Woken last, once this thread has little left to do before it lets the woken one
-            # have the interpreter. ThreadRunner.wake: only its threads are handed jobs.
-            slot.park.release()
-        if spawns:
-            self.runner.spawn(spawns)
-
-    def _hand_over_locked(self, source: MemorySource) -> Slot | None:
-        """Take the next job of ``source`` for a parked slot: the slot to wake, holding the
-        job, or ``None`` (a slot was woken to step as usual)."""
-        job = source.take_now()
-        if job is None:  # taken meanwhile by a running thread
-            self.wake_locked()
-            return None
-        self.in_flight += 1
-        slot = self.idle.pop()
-        slot.handed = source, job
-        if self.in_flight < self.concurrency and len(source.storage):
-            self.wake_one_locked()  # more is waiting: pass the baton, as step_locked does
-        return slot
+            source.started_locked(job)
+            self.in_flight += 1
+            slot = self.idle.pop()
+            slot.handed = source, job
+        slot.park.release()  # ThreadRunner.wake, the producer's last step in add
+        return True
 
     def add_submitted(self, n: int) -> None:
         """Count jobs accepted for later (delayed): nothing to wake for yet."""

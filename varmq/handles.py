@@ -239,6 +239,10 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
             dispatch.check_process()
         job = self._new_job(self._next_id(), data, None)
         job._queued(priority)
+        source = self._source
+        # dispatch.idle is read without the lock: a hint, which hand_over checks under it.
+        if dispatch.idle and dispatch.handing is source and dispatch.hand_over(source, job):
+            return job
         if priority is None:
             stored = self._storage.enqueue(job)
         else:
@@ -247,7 +251,7 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
             job._refused()
             self._refuse(job, strict)
             return None
-        dispatch.added(self._source)
+        dispatch.signal(1)
         return job
 
     def _refuse(self, job: H, strict: bool) -> None:
@@ -278,7 +282,7 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
             dispatch.add_submitted(1)
             self._producer.on_delayed()
         else:
-            dispatch.added(self._source)
+            dispatch.signal(1)
         return job
 
     def _add_all(self, items: Iterable[Any], prioritised: bool) -> G:

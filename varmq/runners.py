@@ -5,7 +5,7 @@ lifecycle and metrics are identical. Neither has a dispatcher thread in front of
 (or the loop's dispatch coroutine) takes the next job itself, runs it, and hands the run to the
 job's source to settle (:meth:`~varmq.sources.Source.settle`) before its slot is released. A
 thread runs a job a producer handed it with its wake-up (see
-:meth:`~varmq.dispatch.Dispatcher.added`) before stepping.
+:meth:`~varmq.dispatch.Dispatcher.hand_over`) before stepping.
 """
 
 from __future__ import annotations
