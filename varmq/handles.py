@@ -240,8 +240,15 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
         job = self._new_job(self._next_id(), data, None)
         job._queued(priority)
         source = self._source
-        # dispatch.idle is read without the lock: a hint, which hand_over checks under it.
-        if dispatch.idle and dispatch.handing is source and dispatch.hand_over(source, job):
+        # Read without the lock, as a hint (hand_over checks again under it): a parked
+        # thread, none on its way, nothing waiting. Busy workers skip the lock it takes.
+        if (
+            dispatch.idle
+            and not dispatch.waking
+            and dispatch.handing is source
+            and not len(self._storage)
+            and dispatch.hand_over(source, job)
+        ):
             return job
         if priority is None:
             stored = self._storage.enqueue(job)
