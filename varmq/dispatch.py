@@ -5,8 +5,11 @@ settled. The runner's threads (or, for ``async def`` functions, its one dispatch
 :meth:`Dispatcher.step_locked` what to do next; it answers with a :class:`~varmq.sources.Step`:
 run this job, take from that source (done outside the lock), park, or retire. There is no
 dispatcher thread between a queue and the thread that runs the job: a thread takes for itself,
-so a job costs no thread hand-off. Which queue to take from is the strategy's choice
-(:mod:`varmq.strategies`); how to take from it is the source's (:mod:`varmq.sources`).
+so a job costs no thread hand-off. The one exception makes a round trip shorter: a producer
+adding to an idle worker's only (built-in, in-memory) queue gives the job to a parked thread
+with its wake-up (:meth:`Dispatcher.hand_over`), so that thread starts it without the lock.
+Which queue to take from is the strategy's choice (:mod:`varmq.strategies`); how to take from
+it is the source's (:mod:`varmq.sources`).
 
 Everything below the lock line is guarded by ``Dispatcher.lock``. Its invariants:
 
@@ -15,7 +18,9 @@ Everything below the lock line is guarded by ``Dispatcher.lock``. Its invariants
 - ``buffer`` holds jobs taken from storage and not started yet, waiting for a free slot; at
   most ``prefetch`` beyond the slots free at the take. They run in every state (their leases
   are renewed meanwhile): Paused and Stopped wait for them.
-- a parked slot is in ``idle`` exactly when its park lock is held and nobody released it.
+- a parked slot is in ``idle`` exactly when its park lock is held and nobody is about to
+  release it: a slot taken off the list is released at once (for a hand-over, right after the
+  lock is left). A slot with a ``handed`` job holds that job's count in ``in_flight``.
 - ``abandoned`` counts runs that passed their timeout (or were cancelled by id) and were settled
   while their thread still runs the function: they hold their slot (and their thread) until it
   returns, but the worker does not wait for them to pause, stop or drain.
@@ -33,10 +38,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from . import errors
-from .job import LOOP_THREAD, Job
+from .job import LOOP_THREAD, EnqueuedJob, Job
 from .metrics import Metrics
 from .retry import Outcome
-from .sources import Source, Step
+from .sources import MemorySource, Source, Step
 from .states import STATUS_OF, State, Status, state_error
 from .strategies import Strategy, pick
 
@@ -61,13 +66,19 @@ os.register_at_fork(after_in_child=_forked)
 
 
 class Slot:
-    """A thread's parking place: its lock is held while the thread waits to be woken."""
+    """A thread's parking place: its lock is held while the thread waits to be woken.
 
-    __slots__ = ("park",)
+    ``handed`` is a job given to the parked thread with its wake-up (see
+    :meth:`Dispatcher.hand_over`): already taken and holding a slot, for the thread to run
+    first.
+    """
+
+    __slots__ = ("handed", "park")
 
     def __init__(self) -> None:
         self.park = threading.Lock()
         self.park.acquire()
+        self.handed: tuple[Source, Job[Any]] | None = None
 
 
 class Runner(Protocol):
@@ -75,6 +86,8 @@ class Runner(Protocol):
 
     #: Most threads (dispatch loops) it runs at once; ``None``: the concurrency.
     thread_limit: int | None
+    #: Whether a parked slot runs the job it is woken with (``Slot.handed``) first.
+    takes_handed: bool
 
     def start_locked(self) -> None:
         """The worker started: create what runs jobs (called under the dispatcher's lock)."""
@@ -133,6 +146,10 @@ class Dispatcher:
         # The one source and its storage, when it is the worker's only one and threads may
         # take from it without the lock (see ThreadRunner._run_on).
         self.fast: tuple[Source, Any] | None = None
+        # The one source, when it is the worker's only one and a built-in in-memory queue, and
+        # the runner's threads run jobs handed to them: a producer may give a job straight to
+        # a parked thread (see hand_over), and a thread that finds it empty parks at once.
+        self.handing: MemorySource | None = None
         self.cursor = -1
         self.spawns = 0
         self.generation = 0
@@ -167,6 +184,11 @@ class Dispatcher:
             only = self.sources[0] if len(self.sources) == 1 else None
             queue = only.lock_free_queue() if only is not None else None
             self.fast = None if only is None or queue is None else (only, queue)
+            self.handing = (
+                only
+                if isinstance(only, MemorySource) and only.builtin and self.runner.takes_handed
+                else None
+            )
             # Binding always wakes the worker: jobs already stored start without another signal.
             self.wake_locked()
             self.notify_locked()
@@ -201,6 +223,35 @@ class Dispatcher:
             spawns = self.take_spawns_locked()
         if spawns:
             self.runner.spawn(spawns)
+
+    def hand_over(self, source: MemorySource, job: EnqueuedJob[Any]) -> bool:
+        """Give ``job``, just made by a producer, straight to a parked thread, without putting
+        it in ``source``'s storage: when nobody is on the way to take it and nothing waits in
+        the storage (which is open), the thread's step would take this very job. Whether it
+        was handed over; if not, the caller adds it the usual way. A hand-over counts as an
+        add (``submitted``); the woken thread runs the job without taking the lock.
+        """
+        if Forks.count != self.forks:
+            self.check_process()
+        with self.lock:
+            if (
+                self.waking
+                or not self.idle
+                or source is not self.handing
+                or self.state is not _ACTIVE
+                or self.in_flight >= self.concurrency
+                or self.buffer
+                or not source.storage.is_empty_and_open()
+                or not job._claim()
+            ):
+                return False
+            self.metrics.submitted += 1
+            source.started_locked(job)
+            self.in_flight += 1
+            slot = self.idle.pop()
+            slot.handed = source, job
+        slot.park.release()  # ThreadRunner.wake, the producer's last step in add
+        return True
 
     def add_submitted(self, n: int) -> None:
         """Count jobs accepted for later (delayed): nothing to wake for yet."""
@@ -327,6 +378,30 @@ class Dispatcher:
         source.started.pop(id(job), None)
         with self.lock:
             self.metrics.observe_locked(seconds)
+
+    def parked_after_locked(self, source: Source, slot: Slot) -> bool:
+        """The common end of a run: a job of ``source`` (the worker's only queue, in memory)
+        returned, the worker is active and has nothing else to start. Count it, give its slot
+        back and park ``slot``, as :meth:`finish_locked`, :meth:`step_locked` and
+        :meth:`parked_locked` would, and return True; False, having done nothing, when
+        anything else applies."""
+        if (
+            source is not self.handing
+            or self.state is not _ACTIVE
+            or self.buffer
+            or self.threads > self.concurrency
+            or len(source.storage)
+        ):
+            return False
+        metrics = self.metrics
+        metrics.successful += 1
+        metrics.completed += 1
+        source.running -= 1
+        self.in_flight -= 1
+        if self.in_flight == self.abandoned and self.waiters:
+            self.notify_locked()  # settled: callers of wait() look again
+        self.idle.append(slot)
+        return True
 
     def count_locked(self, tally: list[int]) -> None:
         """Count runs tallied outside the lock: ``tally[outcome]`` runs ended that way."""

@@ -195,6 +195,12 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
         self._jobs = jobs
         assert producer.dispatch is not None
         self._dispatch = producer.dispatch
+        # What every add uses, looked up once.
+        self._new_job = jobs.new_job
+        self._next_id = producer.next_id
+        # Whether an add without an id, delay or timeout may take the short path (_add_plain):
+        # a queue with job records has its book told of each add.
+        self._plain = source.book is None
 
     @property
     def worker(self) -> BaseWorker[T, H, G]:
@@ -225,6 +231,42 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
             return False
         return True
 
+    def _add_plain(self, data: Any, priority: int | None, strict: bool) -> H | None:
+        """The common add, with no id, delay or timeout of its own, to a queue without job
+        records: what :meth:`_add` does for it, in fewer steps (it runs once per job)."""
+        dispatch = self._dispatch
+        if dispatch.forks != Forks.count:
+            dispatch.check_process()
+        job = self._new_job(self._next_id(), data, None)
+        job._queued(priority)
+        source = self._source
+        # Read without the lock, as a hint (hand_over checks again under it): a parked
+        # thread, none on its way, nothing waiting. Busy workers skip the lock it takes.
+        if (
+            dispatch.idle
+            and not dispatch.waking
+            and dispatch.handing is source
+            and not len(self._storage)
+            and dispatch.hand_over(source, job)
+        ):
+            return job
+        if priority is None:
+            stored = self._storage.enqueue(job)
+        else:
+            stored = self._storage.enqueue(job, priority)
+        if not stored:
+            job._refused()
+            self._refuse(job, strict)
+            return None
+        dispatch.signal(1)
+        return job
+
+    def _refuse(self, job: H, strict: bool) -> None:
+        """The queue refused ``job`` (closed, full): ``None`` for the caller, or with
+        ``strict`` an :class:`EnqueueError`."""
+        if strict:
+            raise EnqueueError(self._source.label, job.id, "the queue is closed or full")
+
     def _add(
         self,
         data: Any,
@@ -237,12 +279,11 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
         dispatch = self._dispatch
         if dispatch.forks != Forks.count:
             dispatch.check_process()
-        job = self._jobs.new_job(job_id or self._producer.next_id(), data, None)
+        job = self._new_job(job_id or self._next_id(), data, None)
         if timeout is not None:
             job._set_timeout(timeout)
         if not self._offer(job, priority, wait):
-            if strict:
-                raise EnqueueError(self._source.label, job.id, "the queue is closed or full")
+            self._refuse(job, strict)
             return None
         if wait > 0:
             dispatch.add_submitted(1)
@@ -256,7 +297,7 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
         group, wrap = self._jobs.new_group(len(entries))
         jobs: list[H] = []
         for entry in entries:
-            job = self._jobs.new_job(entry.id or self._producer.next_id(), entry.data, group)
+            job = self._new_job(entry.id or self._next_id(), entry.data, group)
             if self._offer(job, entry.priority if prioritised else None, 0.0):
                 jobs.append(job)
             else:
@@ -275,7 +316,7 @@ class _MemoryHandle(_Handle, FollowJobs, Generic[T, H, G]):
         # Under the dispatcher's lock, a snapshot sees each letter either dead or requeued.
         with self._dispatch.lock:
             for old in self._source.dead.take(None if keys is None else set(keys)):
-                job = self._jobs.new_job(old.id, old.data, None)
+                job = self._new_job(old.id, old.data, None)
                 if self._offer(job, old._priority, 0.0):
                     requeued += 1
         if requeued:
@@ -308,7 +349,9 @@ class Queue(_MemoryHandle[T, H, G]):
         :class:`~varmq.EnqueueError` instead of giving ``None``.
         """
         if job_id is None and delay is None and run_at is None and timeout is None:
-            return self._add(data, None, None, 0.0, strict, None)  # the common add, unchecked
+            if self._plain:
+                return self._add_plain(data, None, strict)  # the common add, unchecked
+            return self._add(data, None, None, 0.0, strict, None)
         return self._add(
             data, None, _job_id(job_id), _delay_of(delay, run_at), strict, _timeout(timeout)
         )
@@ -349,6 +392,15 @@ class PriorityQueue(_MemoryHandle[T, H, G]):
     ) -> H | None:
         """Add a job with ``priority``; its handle, or ``None`` when refused (``strict``:
         :class:`~varmq.EnqueueError`). Other arguments as for :meth:`Queue.add`."""
+        if (
+            type(priority) is int
+            and job_id is None
+            and delay is None
+            and run_at is None
+            and timeout is None
+            and self._plain
+        ):
+            return self._add_plain(data, priority, strict)  # the common add: nothing to check
         return self._add(
             data,
             _priority(priority),

@@ -192,6 +192,8 @@ LOOP_THREAD = _LoopThread()
 #: in programs without async workers).
 LOOP_IDENTS: set[int] = set()
 
+_new_lock = threading.Lock
+
 # Guards the lazy creation of every job's ``cancelled`` event (rare: only on timeouts and when a
 # job function asks for it), so that a job that never needs one pays nothing for it.
 _CANCEL_LOCK = threading.Lock()
@@ -288,10 +290,16 @@ class EnqueuedJob(Job[T]):
                 "'await job' there"
             )
         # A held lock that the closing thread releases: the cheapest one-shot signal.
-        waiter = threading.Lock()
+        waiter = _new_lock()
         waiter.acquire()
-        if not self._add_callback(waiter.release):
-            return True
+        with _STRIPES[(id(self) >> 4) & 127]:  # _add_callback, inlined: once per wait
+            if self._status is _CLOSED:
+                return True
+            callbacks = self._callbacks
+            if callbacks is None:
+                self._callbacks = [waiter.release]
+            else:
+                callbacks.append(waiter.release)
         if timeout is None:
             return waiter.acquire()
         return waiter.acquire(timeout=max(timeout, 0.0))

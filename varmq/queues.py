@@ -116,6 +116,10 @@ class MemoryQueue(_Named):
         self._items.append(item)
         return True
 
+    def is_empty_and_open(self) -> bool:
+        """Whether no item waits and an enqueue now would be accepted."""
+        return not self._items and not self._closed
+
     def dequeue(self) -> Any | None:
         """Pop the oldest item, or ``None`` when empty."""
         try:
@@ -182,6 +186,10 @@ class MemoryPriorityQueue(_Named):
             bucket.append(item)
             self._len += 1
         return True
+
+    def is_empty_and_open(self) -> bool:
+        """Whether no item waits and an enqueue now would be accepted."""
+        return not self._len and not self._closed
 
     def dequeue(self) -> Any | None:
         """Pop the item with the lowest priority number, or ``None`` when empty."""

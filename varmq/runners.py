@@ -3,7 +3,9 @@
 Both runners drive the same :class:`~varmq.dispatch.Dispatcher` step, so concurrency,
 lifecycle and metrics are identical. Neither has a dispatcher thread in front of it: a thread
 (or the loop's dispatch coroutine) takes the next job itself, runs it, and hands the run to the
-job's source to settle (:meth:`~varmq.sources.Source.settle`) before its slot is released.
+job's source to settle (:meth:`~varmq.sources.Source.settle`) before its slot is released. A
+thread runs a job a producer handed it with its wake-up (see
+:meth:`~varmq.dispatch.Dispatcher.hand_over`) before stepping.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = ["AsyncRunner", "ThreadRunner"]
 # Python 3.11 (the enum metaclass's __getattr__), and these are read for every job.
 _RUN, _TAKE, _PARK, _RETIRE = Step.RUN, Step.TAKE, Step.PARK, Step.RETIRE
 _ACTIVE, _STOPPING = State.ACTIVE, State.STOPPING
+_OK = Outcome.OK
 
 
 log = logging.getLogger("varmq.worker")
@@ -50,6 +53,7 @@ class ThreadRunner:
     """
 
     thread_limit: int | None = None
+    takes_handed = True
 
     def __init__(
         self,
@@ -106,11 +110,29 @@ class ThreadRunner:
         taker = self._taker()
         finished: tuple[Source, Outcome | None] | None = None
         woken = not parked
+        park = slot.park.acquire
+        expiry = dispatch.idle_expiry if dispatch.idle_expiry > 0 else IDLE_GRACE
         while True:
+            # The first wait, inline: the common one, and the fewer steps between the run of a
+            # job and the wait, the sooner the interpreter is free for the others.
+            if parked and not park(timeout=expiry) and not self._park(slot, expiry):
+                return
             if parked:
-                if not self._park(slot):
-                    return
-                woken = True
+                handed = slot.handed
+                if handed is None:
+                    woken = True
+                else:
+                    # Taken for this slot (and counted in flight) by the producer that
+                    # woke it: run it, and park again at once if nothing else waits.
+                    slot.handed = None
+                    origin = handed[0]
+                    outcome = self._run(origin, handed[1])
+                    if outcome is _OK:
+                        with dispatch.lock:
+                            parked = dispatch.parked_after_locked(origin, slot)
+                        if parked:
+                            continue
+                    finished = origin, outcome
             tally: list[int] | None = None
             if finished is not None and dispatch.fast is not None:
                 finished, tally = self._run_on(finished, taker)
@@ -272,23 +294,23 @@ class ThreadRunner:
         )
         return Outcome.FAILED
 
-    def _park(self, slot: Slot) -> bool:
-        """Wait to be woken; ``False`` when the thread should retire instead."""
+    def _park(self, slot: Slot, expiry: float) -> bool:
+        """Wait to be woken, after a first wait of ``expiry`` seconds passed without a
+        wake-up; ``False`` when the thread should retire instead."""
         dispatch = self._dispatch
-        expiry = dispatch.idle_expiry if dispatch.idle_expiry > 0 else IDLE_GRACE
         while True:
+            with dispatch.lock:
+                parked = slot in dispatch.idle
+                if parked and dispatch.surplus_locked():
+                    dispatch.idle.remove(slot)
+                    dispatch.retire_locked()
+                    return False
+            if not parked:
+                # Someone took the slot off the idle list and is releasing it right now.
+                slot.park.acquire()
+                return True
             if slot.park.acquire(timeout=expiry):
                 return True
-            with dispatch.lock:
-                if slot in dispatch.idle:
-                    if dispatch.surplus_locked():
-                        dispatch.idle.remove(slot)
-                        dispatch.retire_locked()
-                        return False
-                    continue
-            # Someone took the slot off the idle list and is releasing it right now.
-            slot.park.acquire()
-            return True
 
 
 class AsyncRunner:
@@ -301,6 +323,8 @@ class AsyncRunner:
 
     # The one dispatch coroutine, whatever the concurrency.
     thread_limit: int | None = 1
+    # Its dispatch coroutine steps for every job: no job is handed to it with a wake-up.
+    takes_handed = False
 
     def __init__(
         self,

@@ -332,6 +332,9 @@ class MemorySource(Source):
                 self.dead.keep(restored.dead)
         self.book = JobBook(self, keep_results) if keep_results > 0 else None
         self.cancellable = self.book is not None
+        #: Whether the storage is one of the built-in queues, whose takes never raise: a
+        #: producer may then give a job straight to a parked thread (Dispatcher.hand_over).
+        self.builtin = type(storage) in _LOCK_FREE_QUEUES
 
     def job_records(self) -> Records:
         if self.book is None:
@@ -380,6 +383,12 @@ class MemorySource(Source):
                 if self.book is not None:
                     self.book.started(item)
                 return item  # type: ignore[no-any-return]
+
+    def started_locked(self, job: Job[Any]) -> None:
+        """``job``, claimed, goes to a thread without passing through the storage (a
+        hand-over to an idle worker, see Dispatcher.hand_over): record it as taken."""
+        self.running += 1
+        self._taken_jobs[job] = None
 
     def runnable(self, item: Any) -> Job[Any] | None:
         """The job to run for ``item`` taken from the storage; ``None`` to skip it.

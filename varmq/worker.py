@@ -174,7 +174,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._binder: Binder[H, G] = Binder(
             dispatch=self._dispatch,
             producer=producer,
-            jobs=JobMaker(self, self._new_job, self._new_group),
+            # The job class itself makes the jobs: one call per add, not two.
+            jobs=JobMaker(self, self._job_class, self._new_group),  # type: ignore[arg-type]
             report=self._report,
             retry=retry,
             decode=payload_decoder,
@@ -188,10 +189,6 @@ class BaseWorker(MemoryBinding[T, H, G]):
             self.start()
 
     # -- what the binds build --------------------------------------------------------------
-
-    def _new_job(self, job_id: str, data: Any, group: Group | None) -> H:
-        job: H = self._job_class(job_id, data, group)  # type: ignore[assignment]
-        return job
 
     def _new_group(self, size: int) -> tuple[Group, Callable[[Group, list[Any]], G]]:
         group = Group(size, self._group_wants)
