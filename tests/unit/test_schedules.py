@@ -151,9 +151,11 @@ def test_a_paused_worker_fires_nothing_and_fires_the_latest_once_when_resumed() 
     resumed_at = time.time()
     worker.resume()
     assert counter.wait_for(len(before) + 1)
+    seen_at = time.time()
     first_after = min(_id_time(job_id) for job_id in counter.runs if job_id not in before)
-    # The latest occurrence at the resume, not the first one missed.
-    assert resumed_at - 0.1 - 0.005 <= first_after <= resumed_at + 0.005
+    # The latest occurrence at the resume, not the first one missed (a loaded machine may let a
+    # later one come due before the schedule looks, never an earlier one).
+    assert resumed_at - 0.1 - 0.005 <= first_after <= seen_at
 
 
 def _id_time(job_id: str) -> float:
