@@ -9,15 +9,18 @@ at once. The write runs in a task of its own, so a caller that is cancelled neve
 connection half way through a reply, and every other caller still gets its own answer.
 
 Where no ``redis.asyncio`` connection can be made like the blocking client's (Redis Cluster, a
-client class redisq does not know, e.g. fakeredis), the blocking add runs on a thread of the
-loop's default executor instead, where the blocking group commit gathers concurrent adds.
+client class redisq does not know, e.g. fakeredis), the blocking add runs on one of two threads
+of redisq's own (``redisq:producer``) instead, where the blocking group commit gathers
+concurrent adds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
 import redis.asyncio.connection as async_connection
@@ -31,7 +34,7 @@ from redisq.errors import FAILURES
 from redisq.producer import MAX_BATCH, AddCommand, Triple, bulk
 from redisq.script import FAILED, SCRIPT_TEXT, ScriptRunner
 
-__all__ = ["AsyncAdds", "async_connection_factory"]
+__all__ = ["AsyncAdds", "async_connection_factory", "threads"]
 
 # The blocking connection classes and their redis.asyncio twins.
 _TWINS: Final[dict[type[Any], type[Any]]] = {
@@ -64,6 +67,21 @@ _CARRIED: Final = (
 _RETRIED: Final = (RedisConnectionError, RedisTimeoutError, OSError)
 
 ConnectionFactory = Callable[[], Any]
+
+# Threads for the adds that cannot go through redis.asyncio: redisq's own, never the
+# application's default executor. Two suffice: the blocking group commit batches what they bring.
+_THREADS: Final = 2
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()  # guards _pool's creation
+
+
+def threads() -> ThreadPoolExecutor:
+    """redisq's producer threads, started on first use and kept for the process."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="redisq:producer")
+        return _pool
 
 
 def async_connection_factory(runner: ScriptRunner) -> ConnectionFactory | None:
@@ -117,7 +135,7 @@ class AsyncAdds:
         """Store ``triple`` with the adds in flight on this loop; its own answer code."""
         loop = asyncio.get_running_loop()
         if self._connect is None:
-            return await loop.run_in_executor(None, self._blocking, triple)
+            return await loop.run_in_executor(threads(), self._blocking, triple)
         state = self._writers.get(loop)
         if state is None:
             state = self._writers[loop] = _LoopWriter(self._connect)

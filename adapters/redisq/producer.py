@@ -31,6 +31,9 @@ __all__ = ["MAX_BATCH", "AddCommand", "GroupCommit", "Triple", "bulk"]
 
 # Adds per script call: one call blocks Redis while it runs, like enqueue_many's chunks.
 MAX_BATCH: Final = 1000
+# Rounds a leader sends before it hands the lead on: each round it keeps saves a thread wake-up,
+# each one delays its own caller by a round trip.
+_ROUNDS: Final = 4
 
 # (priority, caller's job id or b"", payload), already bytes: one add as the script takes it.
 Triple = tuple[bytes, bytes, bytes]
@@ -138,24 +141,42 @@ class GroupCommit:
         return me.answer
 
     def _lead(self, me: _Caller | None, triples: list[Triple]) -> int:
-        """Send one round; hand the lead on, then answer the followers of this round."""
-        followers = me.batch[1:] if me is not None and me.batch is not None else []
-        error: BaseException | None = None
-        answers: Sequence[int] = ()
-        try:
-            answers = self._send(triples)
-            if len(answers) != len(triples):
-                raise RuntimeError(f"redisq: {len(answers)} answers for {len(triples)} adds")
-        except BaseException as exc:  # every caller of the batch is told, then it propagates
-            error = exc
-        self._hand_on()
-        for index, caller in enumerate(followers, 1):
-            caller.answer = 0 if error is not None else answers[index]
-            caller.error = error
-            caller.gate.release()
-        if error is not None:
-            raise error
-        return answers[0]
+        """Send this caller's round, then (while others wait, up to :data:`_ROUNDS` rounds)
+        theirs too; then hand the lead on. Answers every follower of every round it sent."""
+        batch = me.batch if me is not None and me.batch is not None else None
+        followers = batch[1:] if batch is not None else []
+        mine: int | BaseException = 0
+        for round_ in range(_ROUNDS):
+            error: BaseException | None = None
+            answers: Sequence[int] = ()
+            try:
+                answers = self._send(triples)
+                if len(answers) != len(triples):
+                    raise RuntimeError(f"redisq: {len(answers)} answers for {len(triples)} adds")
+            except BaseException as exc:  # every caller of the batch is told
+                error = exc
+            if round_ == 0:
+                mine = error if error is not None else answers[0]
+                start = 1
+            else:
+                start = 0
+            for index, caller in enumerate(followers, start):
+                caller.answer = 0 if error is not None else answers[index]
+                caller.error = error
+                caller.gate.release()
+            if round_ == _ROUNDS - 1:
+                self._hand_on()
+                break
+            with self._lock:
+                if not self._waiting:
+                    self._busy = False
+                    break
+                followers = self._waiting[:MAX_BATCH]
+                del self._waiting[:MAX_BATCH]
+            triples = [caller.triple for caller in followers]
+        if isinstance(mine, BaseException):
+            raise mine
+        return mine
 
     def _hand_on(self) -> None:
         """Make the first waiting follower lead the next round, or end the busy state."""

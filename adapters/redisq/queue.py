@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
-from redisq.aio import AsyncAdds
+from redisq.aio import AsyncAdds, threads
 from redisq.checks import (
     DeadLetterRecord,
     QueueSettings,
@@ -179,7 +179,7 @@ class _StoredQueue:
         if wait_ms > 0:
             store = self._store
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(None, store, item, priority, job_id, wait_ms)
+            return await loop.run_in_executor(threads(), store, item, priority, job_id, wait_ms)
         triple = self._triple(item, priority, job_id)
         if self._closed:
             return False
