@@ -164,30 +164,28 @@ class GroupCommit:
                 caller.answer = 0 if error is not None else answers[index]
                 caller.error = error
                 caller.gate.release()
-            if round_ == _ROUNDS - 1:
-                self._hand_on()
+            waiting = self._next_round()
+            if not waiting:
                 break
-            with self._lock:
-                if not self._waiting:
-                    self._busy = False
-                    break
-                followers = self._waiting[:MAX_BATCH]
-                del self._waiting[:MAX_BATCH]
+            if round_ == _ROUNDS - 1:
+                waiting[0].batch = waiting  # the first of them leads the next round
+                waiting[0].gate.release()
+                break
+            followers = waiting
             triples = [caller.triple for caller in followers]
         if isinstance(mine, BaseException):
             raise mine
         return mine
 
-    def _hand_on(self) -> None:
-        """Make the first waiting follower lead the next round, or end the busy state."""
+    def _next_round(self) -> list[_Caller]:
+        """The callers of the next round, taken off the waiting list; none ends the busy
+        state (the next caller writes at once)."""
         with self._lock:
-            if not self._waiting:
-                self._busy = False
-                return
-            batch = self._waiting[:MAX_BATCH]
+            waiting = self._waiting[:MAX_BATCH]
             del self._waiting[:MAX_BATCH]
-        batch[0].batch = batch
-        batch[0].gate.release()
+            if not waiting:
+                self._busy = False
+            return waiting
 
 
 class Sender:

@@ -104,6 +104,32 @@ def test_callers_arriving_during_a_write_go_in_the_next_call_each_with_its_own_a
     assert [len(batch) for batch in send.batches] == [1, 9]  # one round trip for the nine
 
 
+def test_a_leader_hands_the_lead_on_after_its_rounds_and_every_caller_is_answered() -> None:
+    # Every write sees one more caller arrive: rounds keep coming, more than one leader sends.
+    batches: list[list[Triple]] = []
+    outcomes: dict[int, int] = {}
+    threads: list[threading.Thread] = []
+
+    def add(n: int) -> None:
+        outcomes[n] = group.add(_triple(n))
+
+    def send(triples: list[Triple]) -> list[int]:
+        batches.append(triples)
+        if len(batches) < 10:
+            arriving = threading.Thread(target=add, args=(len(batches),))
+            arriving.start()
+            threads.append(arriving)
+            _until(lambda: len(group._waiting) == 1)
+        return [int(payload) for _, _, payload in triples]
+
+    group = GroupCommit(send)
+    add(0)
+    for thread in threads:
+        thread.join(WAIT)
+    assert outcomes == {n: n for n in range(10)}
+    assert batches == [[_triple(n)] for n in range(10)]
+
+
 def test_a_failing_batch_tells_every_caller_of_that_batch_and_no_other() -> None:
     send = _HeldSend(fail_batch=2)
     group = GroupCommit(send)
