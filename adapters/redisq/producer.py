@@ -29,6 +29,9 @@ from redisq.script import FAILED, SCRIPT_SHA, SCRIPT_TEXT, Failed, ScriptRunner
 
 __all__ = ["MAX_BATCH", "AddCommand", "GroupCommit", "Triple", "bulk"]
 
+# The keys of a plain add, by their index in the queue's keys (KEYS order of queue.lua): meta,
+# ready, payloads, priorities, seq.
+_PLAIN_KEYS: Final = (0, 1, 2, 3, 9)
 # Adds per script call: one call blocks Redis while it runs, like enqueue_many's chunks.
 MAX_BATCH: Final = 1000
 # Rounds a leader sends before it hands the lead on: each round it keeps saves a thread wake-up,
@@ -56,22 +59,33 @@ class AddCommand:
         self.kind = kind
         self.channel = channel
         self.keep_ms = keep_ms
-        self._fixed_args = 3 + len(self.keys) + 6  # EVALSHA sha numkeys, keys, 6 ARGV
-        self._head = (
-            bulk(b"EVALSHA")
-            + bulk(SCRIPT_SHA.encode())
-            + bulk(b"%d" % len(self.keys))
-            + b"".join(bulk(key.encode()) for key in self.keys)
-            + bulk(b"add")
-        )
+        # Plain adds (no job ids, no capacity) need five keys only (queue.lua, "add").
+        self.plain_keys = tuple(self.keys[i] for i in _PLAIN_KEYS)
+        self._heads = {
+            chosen: (
+                bulk(b"EVALSHA")
+                + bulk(SCRIPT_SHA.encode())
+                + bulk(b"%d" % len(chosen))
+                + b"".join(bulk(key.encode()) for key in chosen)
+                + bulk(b"add")
+            )
+            for chosen in (self.keys, self.plain_keys)
+        }
         self._middle = bulk(kind.encode()) + bulk(channel.encode())
         self._tail = bulk(b"%d" % keep_ms)
 
+    def keys_for(self, capacity: int, triples: Sequence[Triple]) -> tuple[str, ...]:
+        """The keys an ``add`` of ``triples`` is sent with: five for plain adds, else all."""
+        if capacity == 0 and all(not job_id for _, job_id, _ in triples):
+            return self.plain_keys
+        return self.keys
+
     def pack(self, now: str, capacity: int, triples: Sequence[Triple]) -> bytes:
         """The whole EVALSHA command for ``triples``, ready to send."""
+        keys = self.keys_for(capacity, triples)
         parts = [
-            b"*%d\r\n" % (self._fixed_args + 3 * len(triples)),
-            self._head,
+            b"*%d\r\n" % (3 + len(keys) + 6 + 3 * len(triples)),  # EVALSHA sha n, keys, ARGV
+            self._heads[keys],
             bulk(now.encode()),
             self._middle,
             bulk(b"%d" % capacity),
@@ -212,7 +226,7 @@ class Sender:
         if self._pool is None:
             return runner.run(  # type: ignore[no-any-return]
                 self._queue,
-                self._command.keys,
+                self._command.keys_for(capacity, triples),
                 "add",
                 *self._command.args(capacity, triples),
             )

@@ -107,7 +107,10 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
                                                            many callers' adds in one call.
                                                            Publishes "enqueued" only when it
                                                            stored a job and meta "notified" was
-                                                           unset, and sets it (see Wake-ups)
+                                                           unset, and sets it (see Wake-ups).
+                                                           Plain adds (no job ids, capacity 0)
+                                                           may come with KEYS 1, 2, 3, 4, 10
+                                                           only, in that order
   enqueue_many ARGV[3] kind, ARGV[4] priority (n), ARGV[5] channel ("" = do not publish),
            ARGV[6] capacity (n; 0 = unlimited), ARGV[7..] payloads (bytes), in order
                                                         -> how many were stored (the first
@@ -181,49 +184,49 @@ if redis.replicate_commands then
   redis.replicate_commands()
 end
 
--- The plain add (no capacity, no caller's job id, so no dedup and no record), run before the
--- rest of the script defines its functions: the hot path of every producer. Anything else
--- falls through to the full 'add' below, which gives the same answers.
-if ARGV[1] == 'add' and ARGV[5] == '0' then
-  local plain = true
+-- The plain add, run before the rest of the script defines its functions: the hot path of every
+-- producer. The client sends it only five keys (meta, ready, payloads, priorities, seq: the
+-- fewer keys, the less Redis parses per call) and only adds without a caller's job id under no
+-- capacity (no dedup, no record, no count); any other add comes with all the keys, below.
+if ARGV[1] == 'add' and #KEYS == 5 then
+  if ARGV[5] ~= '0' then
+    return redis.error_reply('redisq: add with five keys takes plain adds only')
+  end
   for i = 8, #ARGV, 3 do
     if ARGV[i] ~= '' then
-      plain = false
-      break
+      return redis.error_reply('redisq: add with five keys takes plain adds only')
     end
   end
-  if plain then
-    local kind = redis.call('HGET', KEYS[1], 'kind')
-    if not kind then
-      redis.call('HSET', KEYS[1], 'kind', ARGV[3])
-    elseif kind ~= ARGV[3] then
-      return -1
-    end
-    local now
-    if ARGV[2] ~= '' then
-      now = tonumber(ARGV[2])
-    else
-      local t = redis.call('TIME')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
-    local count = (#ARGV - 6) / 3
-    local seq = redis.call('INCRBY', KEYS[10], count) - count
-    local out = {}
-    for i = 7, #ARGV, 3 do
-      seq = seq + 1
-      local id = string.format('%015d%016d', now, seq)
-      redis.call('HSET', KEYS[3], id, ARGV[i + 2])
-      if ARGV[i] ~= '0' then
-        redis.call('HSET', KEYS[4], id, ARGV[i])
-      end
-      redis.call('ZADD', KEYS[2], ARGV[i], id)
-      out[#out + 1] = 1
-    end
-    if count > 0 and ARGV[4] ~= '' and redis.call('HSETNX', KEYS[1], 'notified', '1') == 1 then
-      redis.call('PUBLISH', ARGV[4], 'enqueued')
-    end
-    return out
+  local kind = redis.call('HGET', KEYS[1], 'kind')
+  if not kind then
+    redis.call('HSET', KEYS[1], 'kind', ARGV[3])
+  elseif kind ~= ARGV[3] then
+    return -1
   end
+  local now
+  if ARGV[2] ~= '' then
+    now = tonumber(ARGV[2])
+  else
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local count = (#ARGV - 6) / 3
+  local seq = redis.call('INCRBY', KEYS[5], count) - count
+  local out = {}
+  for i = 7, #ARGV, 3 do
+    seq = seq + 1
+    local id = string.format('%015d%016d', now, seq)
+    redis.call('HSET', KEYS[3], id, ARGV[i + 2])
+    if ARGV[i] ~= '0' then
+      redis.call('HSET', KEYS[4], id, ARGV[i])
+    end
+    redis.call('ZADD', KEYS[2], ARGV[i], id)
+    out[#out + 1] = 1
+  end
+  if count > 0 and ARGV[4] ~= '' and redis.call('HSETNX', KEYS[1], 'notified', '1') == 1 then
+    redis.call('PUBLISH', ARGV[4], 'enqueued')
+  end
+  return out
 end
 
 local K_META, K_READY, K_PAYLOADS, K_PRIORITIES, K_ATTEMPTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
