@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -129,6 +130,12 @@ class GroupCommit:
 
     def __init__(self, send: Callable[[list[Triple]], Sequence[int]]) -> None:
         self._send = send
+        self._forked()
+        _LIVE.add(self)
+
+    def _forked(self) -> None:
+        """A fresh state: at creation, and in a forked child (the threads of a write in flight
+        when the process forked do not exist there, nor do its followers)."""
         # Protects _busy and _waiting. _busy: a leader is writing (or about to); _waiting: the
         # followers for the next round, in arrival order.
         self._lock = threading.Lock()
@@ -213,7 +220,13 @@ class Sender:
         client = runner.client
         self._pool = client.connection_pool if isinstance(client, Redis) else None
         self._conn: Any = None
-        self._pid = 0
+        self._forked()
+        _LIVE.add(self)
+
+    def _forked(self) -> None:
+        """Forget the kept connection: at creation, and in a forked child, whose socket is the
+        parent's (the pool makes the child its own connections)."""
+        self._conn = None
         # Held for each call and by close(): the kept connection goes back to the pool only
         # when no call uses it.
         self._using = threading.Lock()
@@ -256,17 +269,27 @@ class Sender:
         return conn.read_response()
 
     def _connection(self) -> Any:
-        """The kept connection; a new one in a forked child (the parent's socket is not ours)."""
-        pid = os.getpid()
-        if self._conn is None or self._pid != pid:
+        """The kept connection, taken from the pool on first use."""
+        if self._conn is None:
             assert self._pool is not None
             self._conn = self._pool.get_connection()
-            self._pid = pid
         return self._conn
 
     def close(self) -> None:
         """Give the kept connection back to the pool (a later call takes one again)."""
         with self._using:
             conn, self._conn = self._conn, None
-            if conn is not None and self._pool is not None and self._pid == os.getpid():
+            if conn is not None and self._pool is not None:
                 self._pool.release(conn)
+
+
+# Every group commit and sender of the process, reset in a forked child.
+_LIVE: weakref.WeakSet[GroupCommit | Sender] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for live in list(_LIVE):
+        live._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

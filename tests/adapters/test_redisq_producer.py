@@ -7,6 +7,8 @@ rode along in one: stored, already stored, refused, or the exception of its batc
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -128,6 +130,22 @@ def test_a_leader_hands_the_lead_on_after_its_rounds_and_every_caller_is_answere
         thread.join(WAIT)
     assert outcomes == {n: n for n in range(10)}
     assert batches == [[_triple(n)] for n in range(10)]
+
+
+def test_a_child_forked_during_a_write_adds_at_once() -> None:
+    send = _HeldSend()
+    group = GroupCommit(send)
+    leader = threading.Thread(target=group.add, args=(_triple(1),))
+    leader.start()
+    assert send.entered.wait(WAIT)  # the parent's write is in flight when it forks
+    pid = os.fork()
+    if pid == 0:  # the child: no leader thread here; its add must not wait for one
+        signal.alarm(int(WAIT))
+        os._exit(0 if group.add(_triple(5)) == 2 else 1)
+    send.release.set()
+    leader.join(WAIT)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_a_failing_batch_tells_every_caller_of_that_batch_and_no_other() -> None:
