@@ -180,7 +180,10 @@ class AsyncAdds:
         except FAILURES as exc:
             raise runner.health.failed(self._queue, "enqueue", exc) from exc
         runner.health.ok()
-        return self._answer(reply, len(triples))
+        answers = self._answer(reply, len(triples))
+        if len(answers) != len(triples):  # told to every caller rather than guessed
+            raise RuntimeError(f"redisq: {len(answers)} answers for {len(triples)} adds")
+        return answers
 
     async def _call(self, state: _LoopWriter, packed: bytes) -> Any:
         for attempt in (1, 2):

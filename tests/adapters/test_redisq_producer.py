@@ -371,3 +371,14 @@ def test_on_a_cluster_adds_batch_through_the_cluster_client_and_async_adds_use_a
     finally:
         queues.close()
         client.close()
+
+
+def test_adds_load_the_script_again_after_redis_forgot_it(backend: Backend) -> None:
+    queues = backend.queues()
+    q = queues.new_distributed_queue("flushed")
+    assert q.enqueue(b"before") and asyncio.run(_one(q, b"before, async"))
+    queues._client.script_flush()  # as after a restart without persistence
+    assert q.enqueue(b"after")
+    queues._client.script_flush()
+    assert asyncio.run(_one(q, b"after, async"))
+    assert q.values() == [b"before", b"before, async", b"after", b"after, async"]
