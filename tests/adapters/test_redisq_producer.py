@@ -382,3 +382,45 @@ def test_adds_load_the_script_again_after_redis_forgot_it(backend: Backend) -> N
     queues._client.script_flush()
     assert asyncio.run(_one(q, b"after, async"))
     assert q.values() == [b"before", b"before, async", b"after", b"after, async"]
+
+
+# -- wake-ups: a worker never sleeps on jobs it was not told about -----------------------------
+
+
+def test_a_worker_that_never_polls_picks_up_every_burst_busy_or_idle(backend: Backend) -> None:
+    # poll_interval far beyond the test: only "enqueued" messages can make the worker look,
+    # and adds publish only when a take found the queue empty since the last one.
+    ran: list[int] = []
+    changed = threading.Condition()
+    gate = threading.Event()
+
+    def job(j: varmq.Job[int]) -> None:
+        assert gate.wait(WAIT)
+        with changed:
+            ran.append(j.data)
+            changed.notify_all()
+
+    def ran_count(n: int) -> bool:
+        with changed:
+            return changed.wait_for(lambda: len(ran) >= n, WAIT)
+
+    worker = varmq.new_worker(job, 2, poll_interval=600.0, prefetch=0)
+    consumer = backend.queues().new_distributed_queue("wake")
+    worker.with_distributed_queue(consumer)
+    producer = varmq.new_distributed_queue(backend.queues().new_distributed_queue("wake"))
+    try:
+        gate.set()
+        assert producer.add(0)  # idle worker: rung
+        assert ran_count(1)
+        gate.clear()  # the next jobs hold both slots, and more arrive while they do
+        for n in range(1, 11):
+            assert producer.add(n)
+        gate.set()
+        assert ran_count(11), f"ran {sorted(ran)}"
+        for n in range(11, 14):  # idle again: the next add rings again
+            assert producer.add(n)
+            assert ran_count(n + 1), f"ran {sorted(ran)}"
+    finally:
+        gate.set()
+        worker.stop()
+    assert sorted(ran) == list(range(14))
