@@ -387,7 +387,7 @@ def test_adds_load_the_script_again_after_redis_forgot_it(backend: Backend) -> N
 # -- wake-ups: a worker never sleeps on jobs it was not told about -----------------------------
 
 
-def test_a_worker_that_never_polls_picks_up_every_burst_busy_or_idle(backend: Backend) -> None:
+def test_workers_that_never_poll_pick_up_every_burst_busy_or_idle(backend: Backend) -> None:
     # poll_interval far beyond the test: only "enqueued" messages can make the worker look,
     # and adds publish only when a take found the queue empty since the last one.
     ran: list[int] = []
@@ -404,15 +404,16 @@ def test_a_worker_that_never_polls_picks_up_every_burst_busy_or_idle(backend: Ba
         with changed:
             return changed.wait_for(lambda: len(ran) >= n, WAIT)
 
-    worker = varmq.new_worker(job, 2, poll_interval=600.0, prefetch=0)
-    consumer = backend.queues().new_distributed_queue("wake")
-    worker.with_distributed_queue(consumer)
+    # Two consumers, as two processes would be (each its own Queues: its own connections).
+    workers = [varmq.new_worker(job, 2, poll_interval=600.0, prefetch=0) for _ in range(2)]
+    for worker in workers:
+        worker.with_distributed_queue(backend.queues().new_distributed_queue("wake"))
     producer = varmq.new_distributed_queue(backend.queues().new_distributed_queue("wake"))
     try:
         gate.set()
         assert producer.add(0)  # idle worker: rung
         assert ran_count(1)
-        gate.clear()  # the next jobs hold both slots, and more arrive while they do
+        gate.clear()  # the next jobs hold every slot, and more arrive while they do
         for n in range(1, 11):
             assert producer.add(n)
         gate.set()
@@ -422,5 +423,6 @@ def test_a_worker_that_never_polls_picks_up_every_burst_busy_or_idle(backend: Ba
             assert ran_count(n + 1), f"ran {sorted(ran)}"
     finally:
         gate.set()
-        worker.stop()
+        for worker in workers:
+            worker.stop()
     assert sorted(ran) == list(range(14))
