@@ -197,7 +197,9 @@ if ARGV[1] == 'add' and #KEYS == 5 then
       return redis.error_reply('redisq: add with five keys takes plain adds only')
     end
   end
-  local kind = redis.call('HGET', KEYS[1], 'kind')
+  -- One read for the kind and the wake-up flag (the flag is set on most adds).
+  local meta = redis.call('HMGET', KEYS[1], 'kind', 'notified')
+  local kind = meta[1]
   if not kind then
     redis.call('HSET', KEYS[1], 'kind', ARGV[3])
   elseif kind ~= ARGV[3] then
@@ -223,7 +225,8 @@ if ARGV[1] == 'add' and #KEYS == 5 then
     redis.call('ZADD', KEYS[2], ARGV[i], id)
     out[#out + 1] = 1
   end
-  if count > 0 and ARGV[4] ~= '' and redis.call('HSETNX', KEYS[1], 'notified', '1') == 1 then
+  if count > 0 and ARGV[4] ~= '' and not meta[2] then
+    redis.call('HSET', KEYS[1], 'notified', '1')
     redis.call('PUBLISH', ARGV[4], 'enqueued')
   end
   return out
