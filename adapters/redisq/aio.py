@@ -9,9 +9,9 @@ at once. The write runs in a task of its own, so a caller that is cancelled neve
 connection half way through a reply, and every other caller still gets its own answer.
 
 Where no ``redis.asyncio`` connection can be made like the blocking client's (Redis Cluster, a
-client class redisq does not know, e.g. fakeredis), the blocking add runs on one of two threads
-of redisq's own (``redisq:producer``) instead, where the blocking group commit gathers
-concurrent adds.
+client class redisq does not know, e.g. fakeredis), each batch is sent by the blocking transport
+on one of two threads of redisq's own (``redisq:producer``) instead: the adds of a loop are
+still gathered into one call.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def async_connection_factory(runner: ScriptRunner) -> ConnectionFactory | None:
 class _LoopWriter:
     """The adds of one queue object on one event loop: waiting adds and the one writer task."""
 
-    def __init__(self, connect: ConnectionFactory) -> None:
+    def __init__(self, connect: ConnectionFactory | None) -> None:
         self.connect = connect
         self.conn: Any = None
         self.waiting: list[tuple[Triple, asyncio.Future[int]]] = []
@@ -118,14 +118,16 @@ class AsyncAdds:
         command: AddCommand,
         capacity: Callable[[], int],
         answer: Callable[[Any, int], list[int]],
-        blocking: Callable[[Triple], int],
+        send_blocking: Callable[[list[Triple]], list[int]],
     ) -> None:
         self._runner = runner
         self._queue = queue
         self._command = command
         self._capacity = capacity
         self._answer = answer  # the reply of one call -> one code per add (as the sync path)
-        self._blocking = blocking
+        # One batch through the blocking transport (Sender), answer codes: where no
+        # redis.asyncio twin exists.
+        self._send_blocking = send_blocking
         self._connect = async_connection_factory(runner)
         self._writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopWriter] = (
             weakref.WeakKeyDictionary()
@@ -134,8 +136,6 @@ class AsyncAdds:
     async def add(self, triple: Triple) -> int:
         """Store ``triple`` with the adds in flight on this loop; its own answer code."""
         loop = asyncio.get_running_loop()
-        if self._connect is None:
-            return await loop.run_in_executor(threads(), self._blocking, triple)
         state = self._writers.get(loop)
         if state is None:
             state = self._writers[loop] = _LoopWriter(self._connect)
@@ -174,6 +174,10 @@ class AsyncAdds:
         runner = self._runner
         if runner.closed:
             return self._answer(FAILED, len(triples))
+        if self._connect is None:
+            # No redis.asyncio twin: the whole batch in one blocking call on redisq's threads.
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(threads(), self._send_blocking, list(triples))
         packed = self._command.pack(runner.now_arg(), self._capacity(), triples)
         try:
             reply = await self._call(state, packed)
@@ -186,9 +190,11 @@ class AsyncAdds:
         return answers
 
     async def _call(self, state: _LoopWriter, packed: bytes) -> Any:
+        connect = state.connect
+        assert connect is not None  # _send goes through a thread when there is no twin
         for attempt in (1, 2):
             if state.conn is None:
-                state.conn = state.connect()
+                state.conn = connect()
             conn = state.conn
             try:
                 await conn.send_packed_command([packed], check_health=False)

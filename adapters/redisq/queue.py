@@ -95,7 +95,7 @@ class _StoredQueue:
         self._sender = Sender(runner, name, self._add_command)
         self._group = GroupCommit(self._send_adds)
         self._async_adds = AsyncAdds(
-            runner, name, self._add_command, self._get_capacity, self._codes, self._group.add
+            runner, name, self._add_command, self._get_capacity, self._codes, self._send_adds
         )
 
     def __repr__(self) -> str:

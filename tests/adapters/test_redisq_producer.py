@@ -297,10 +297,10 @@ def test_async_adds_use_redis_asyncio_not_the_blocking_path(
         pytest.skip("fakeredis has no redis.asyncio twin: its adds run on a thread")
     q = backend.queues().new_distributed_queue("native")
 
-    def blocking(_triple: Triple) -> int:
+    def blocking(_triples: list[Triple]) -> list[int]:
         raise AssertionError("the blocking add was used")
 
-    monkeypatch.setattr(q._async_adds, "_blocking", blocking)
+    monkeypatch.setattr(q._async_adds, "_send_blocking", blocking)
 
     async def burst() -> list[bool]:
         return await asyncio.gather(*(q.enqueue_async(b"%d" % i) for i in range(50)))
