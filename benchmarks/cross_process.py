@@ -19,6 +19,9 @@ Measures (``--only`` picks by name):
   ``LMOVE`` + ``LREM`` (redis-py) or ``DELETE ... RETURNING`` (sqlite3).
 - ``latency``: an idle consumer process; the parent adds one job every 10 ms carrying
   ``time.time_ns()``; the job writes its start time next to it. p50 and p99 of start - add.
+- ``idle``: the CPU an idle sqliteq consumer process uses (``utime + stime`` from
+  ``/proc/<pid>/stat`` over 10 s, Linux only) in % of one CPU, against the raw consumer
+  process polling every 1 ms.
 - ``fair``: three consumer processes on one queue, 20 ms jobs, 3,000 jobs added once all three
   listen: each one's share, and the most jobs it held at once (taken and not finished).
 - ``roundtrip``: in memory, in this process: ``add(i).result()`` at concurrency 1 against
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import faulthandler
 import gc
 import json
@@ -51,12 +55,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import _common
+import _sqliteq_split
 from _common import Figure, load1, spread
 
 _common.setup_path()
@@ -78,6 +83,8 @@ TARGETS = {
     "roundtrip": 1.0,
 }
 LATENCY_TARGETS = {"redisq": (1.0, 3.0), "sqliteq": (2.0, 5.0)}  # ms: p50, p99
+IDLE_SECONDS = 10.0
+IDLE_TARGET = 1.0  # % of one CPU
 MEMORY_TARGETS = {"fifo": 160.0, "priority": 200.0}  # bytes per job
 FAIR_TOLERANCE = 0.15
 RAW_PICKUP = {
@@ -367,6 +374,13 @@ class Child:
         return json.loads(out[-1]) if out and out[-1].startswith("{") else {}
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_size(
     paths: list[Path], total: int, timeout: float, children: list[Child]
 ) -> tuple[float, float]:
@@ -538,7 +552,12 @@ class Bench:
             out.unlink(missing_ok=True)
             self.cleanup(spec)
 
-    def latency(self, adapter: str, count: int, kind: str = "varmq") -> tuple[float, float]:
+    @contextlib.contextmanager
+    def waiting_consumer(
+        self, adapter: str, kind: str, settle: float
+    ) -> Iterator[tuple[Child, dict[str, Any], Path]]:
+        """A consumer process in latency mode, ready and left alone ``settle`` seconds:
+        ``(child, spec, its output file)``."""
         spec = self.spec(adapter, kind=kind, mode="latency", concurrency=CONCURRENCY)
         out = self.dir / f"{spec['queue']}.out"
         spec["out"] = str(out)
@@ -547,7 +566,14 @@ class Bench:
         try:
             child = Child("consume", spec)
             child.expect("ready")
-            time.sleep(0.5)  # let it settle into waiting
+            time.sleep(settle)  # let it settle into waiting
+            yield child, spec, out
+        finally:
+            out.unlink(missing_ok=True)
+            self.cleanup(spec)
+
+    def latency(self, adapter: str, count: int, kind: str = "varmq") -> tuple[float, float]:
+        with self.waiting_consumer(adapter, kind, 0.5) as (child, spec, out):
             add, close = self._adder(spec, kind)
             warmup = 10
             next_at = time.perf_counter()
@@ -571,9 +597,15 @@ class Bench:
             p50 = delays[len(delays) // 2]
             p99 = delays[min(len(delays) - 1, int(len(delays) * 0.99))]
             return p50, p99
-        finally:
-            out.unlink(missing_ok=True)
-            self.cleanup(spec)
+
+    def idle(self, adapter: str, kind: str) -> float:
+        """% of one CPU that an idle consumer process uses over ``IDLE_SECONDS``."""
+        with self.waiting_consumer(adapter, kind, 1.0) as (child, _, _):
+            before, started = _cpu_seconds(child.proc.pid), time.monotonic()
+            time.sleep(IDLE_SECONDS)
+            after, ended = _cpu_seconds(child.proc.pid), time.monotonic()
+            child.finish()
+            return 100 * (after - before) / (ended - started)
 
     def _adder(self, spec: dict[str, Any], kind: str) -> tuple[Callable[[int], Any], Any]:
         """``(add(number), close)``: a varmq handle's add, or the raw client's push."""
@@ -826,6 +858,8 @@ def main(argv: list[str] | None = None) -> int:
                 if adapter == "redisq":
                     for kind, calls in bench.server_usec.items():
                         notes.append(f"redis-server time per call, {kind} single add: {calls}")
+                else:
+                    notes += _sqliteq_split.split(directory, n_add, args.repeat)
                 if args.profile is not None:
                     args.profile.mkdir(parents=True, exist_ok=True)
                     path = args.profile / f"add-{adapter}-varmq.txt"
@@ -887,6 +921,17 @@ def main(argv: list[str] | None = None) -> int:
                     fig.loads = loads
                     figures.append(fig)
                 section(f"latency {adapter}")
+        if wanted("idle sqliteq") and Path("/proc/self/stat").exists():
+            fig = Figure("idle sqliteq consumer CPU", unit="% CPU", target=f"< {IDLE_TARGET:g}%")
+            fig.baseline_name = RAW_PICKUP["sqliteq"]
+            for i in range(args.repeat):
+                sides = ["varmq", "raw"] if i % 2 == 0 else ["raw", "varmq"]
+                cpu = {kind: bench.idle("sqliteq", kind) for kind in sides}
+                fig.values.append(cpu["varmq"])
+                fig.baselines.append(cpu["raw"])
+                fig.loads.append(load1())
+            figures.append(fig)
+            section("idle sqliteq")
         for adapter in ("redisq", "sqliteq"):
             if wanted(f"fair {adapter}"):
                 fig = Figure(
@@ -965,7 +1010,7 @@ def print_table(figures: list[Figure]) -> None:
         ratios = fig.ratios()
         ratio = spread(ratios, ".2f") if ratios else "-"
         met = _judge(fig)
-        fmt = ".2f" if fig.unit in ("ms", "share spread") else ",.0f"
+        fmt = ".2f" if fig.unit in ("ms", "share spread", "% CPU") else ",.0f"
         value = spread(fig.values, fmt) + f" {fig.unit}"
         if fig.note:
             value += f"; {fig.note}"
@@ -996,6 +1041,8 @@ def _judge(fig: Figure) -> str:
         return _met(mid <= want)
     if name.startswith("fair"):
         return _met(max(fig.values) <= FAIR_TOLERANCE)
+    if name.startswith("idle"):
+        return _met(mid < IDLE_TARGET)
     if name.startswith("in-memory"):
         return _met(ratio is not None and ratio >= TARGETS["roundtrip"])
     if name.startswith("memory"):

@@ -6,8 +6,8 @@ distributed queues. They implement the varmq storage protocols structurally (thi
 not import varmq): leased takes with fencing ack ids, batch takes and acks, dedup by job id,
 lease renewal, releases, and "enqueued" notifications for distributed queues. A call Redis does
 not answer raises :class:`RedisUnavailableError` within bounded timeouts; Redis that may evict
-keys is refused (:class:`EvictionPolicyError`). All Redis logic is in
-``queue.lua``; key names are built in :mod:`redisq.keys`; everything works on Redis Cluster.
+keys is refused (:class:`EvictionPolicyError`). All Redis logic is in ``queue.lua`` (topics:
+``topics.lua``); key names are built in :mod:`redisq.keys`; everything works on Redis Cluster.
 """
 
 from redisq.checks import DeadLetterRecord, QueueOptions, QueueStats

@@ -61,6 +61,8 @@ class QueueKeys:
     keys: tuple[str, ...]
     channel: str
     records_channel: str
+    # Several records ended by one script call: one message, a JSON list of their job ids.
+    records_batch_channel: str
 
     @property
     def meta(self) -> str:
@@ -92,13 +94,14 @@ def queue_keys(name: str) -> QueueKeys:
         keys=tuple(f"{base}:{suffix}" for suffix in _KEY_SUFFIXES),
         channel=f"{base}:events",
         records_channel=f"{base}:ended",
+        records_batch_channel=f"{base}:ends",
     )
 
 
-# --- topics (redisq/topics.py; the "Topics" section of queue.lua) -----------------------------
+# --- topics (redisq/topics.py and topics.lua) ------------------------------------------------
 
 # The keys of every topic binding of this Redis, sharing the hash tag {topics}: one Redis
-# Cluster slot, so the topic commands of queue.lua touch one slot. KEYS[] order of queue.lua.
+# Cluster slot, so the topic commands of topics.lua touch one slot. KEYS[] order of topics.lua.
 TOPIC_KEYS = (
     f"{PREFIX}:{{topics}}:bindings",
     f"{PREFIX}:{{topics}}:version",

@@ -52,7 +52,9 @@ KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}"
                server that lost seq.
   channel      ARGV of some commands, "<q>:events"; receives "enqueued" (pub/sub, not a key).
   ended        "<q>:ended" (pub/sub, derived from KEYS[1]): receives the caller's job id of
-               every record that reached an ended state, from the command that ended it.
+               every record that reached an ended state, from the command that ended it;
+               except that an ack ending several records announces them in one message on
+  ends         "<q>:ends" (pub/sub): a JSON list of the caller's job ids.
 
 Wake-ups (meta "notified"): add publishes "enqueued" only if it finds the field unset, and
 sets it. take and dequeue delete it whenever they find fewer jobs than they asked for (the line
@@ -271,12 +273,14 @@ local function waiting(now)
 end
 
 -- Drop every trace of a stored job (not its place in ready, delayed or leased: the caller did).
--- `job_id`: its caller's job id when the caller read it already.
+-- `job_id`: its caller's job id when the caller read it already (false: it has none).
 local function forget(id, job_id)
   redis.call('HDEL', K_PAYLOADS, id)
   redis.call('HDEL', K_PRIORITIES, id)
   redis.call('HDEL', K_ATTEMPTS, id)
-  job_id = job_id or redis.call('HGET', K_JOB_IDS, id)
+  if job_id == nil then
+    job_id = redis.call('HGET', K_JOB_IDS, id)
+  end
   if job_id then
     redis.call('HDEL', K_JOB_IDS, id)
     if redis.call('HGET', K_DEDUP, job_id) == id then
@@ -362,12 +366,16 @@ end
 -- one EXISTS per call for records, not lookups per job.
 local any_records = nil
 
--- The caller's job id and the record, not ended, of stored job `id`; nil when it has none.
-local function record_of(id)
+local function has_records()
   if any_records == nil then
     any_records = redis.call('EXISTS', K_RECORDS) == 1
   end
-  if not any_records then
+  return any_records
+end
+
+-- The caller's job id and the record, not ended, of stored job `id`; nil when it has none.
+local function record_of(id)
+  if not has_records() then
     return nil
   end
   -- job_ids and dedup are inverses (the invariant): job_id names this very job.
@@ -440,6 +448,146 @@ local function settle(id, state, now, outcome)
     record_end(job_id, r, state, now, outcome)
   end
   forget(id, job_id)
+end
+
+-- Batched record writes for the commands that handle many jobs per call (take, ack): a few
+-- calls for the whole batch instead of a few per job. Fields go to Redis in chunks, so that no
+-- unpack exceeds Lua's stack however large the batch.
+local CHUNK = 1000
+
+local function hmget(key, fields)
+  local out = {}
+  for i = 1, #fields, CHUNK do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + CHUNK - 1, #fields)))
+    for j = 1, #part do
+      out[#out + 1] = part[j]
+    end
+  end
+  return out
+end
+
+-- `cmd key args...` in chunks of whole items of `width` arguments (HSET pairs, ZADD pairs).
+local function call_many(cmd, key, args, width)
+  local size = CHUNK * width
+  for i = 1, #args, size do
+    redis.call(cmd, key, unpack(args, i, math.min(i + size - 1, #args)))
+  end
+end
+
+-- The caller's job ids of stored jobs `ids` (false: none); then those that have one, in order,
+-- and `extra[i]` of each of them.
+local function named_of(ids, extra)
+  local job_ids = hmget(K_JOB_IDS, ids)
+  local named, with = {}, {}
+  for i = 1, #ids do
+    if job_ids[i] then
+      named[#named + 1] = job_ids[i]
+      with[#with + 1] = extra[i]
+    end
+  end
+  return job_ids, named, with
+end
+
+-- The records (not ended) of the stored jobs `ids` become "running", attempt `attempts[i]`
+-- started at `now`. Only the leading fields change; the rest of the text is kept as it is.
+local function records_running(ids, attempts, now)
+  if #ids == 0 or not has_records() then
+    return
+  end
+  local _, named, counts = named_of(ids, attempts)
+  if #named == 0 then
+    return
+  end
+  local texts = hmget(K_RECORDS, named)
+  local started = int(now)
+  local fields = {}
+  for i = 1, #named do
+    local text = texts[i]
+    if text then
+      local state, enq, rest = string.match(text, '^(%S+) %d+ (%d+) %S+ (.*)$')
+      if state and not ENDED[state] then
+        fields[#fields + 1] = named[i]
+        fields[#fields + 1] = 'running ' .. int(counts[i]) .. ' ' .. enq .. ' ' .. started
+          .. ' ' .. rest
+      end
+    end
+  end
+  if #fields > 0 then
+    call_many('HSET', K_RECORDS, fields, 2)
+  end
+end
+
+-- Stored jobs `ids` leave the queue for good in `state`, job i with `outcomes[i]` (bytes, or
+-- false for none): what settle does for each, with the records' writes, the expiry pruning and
+-- the limit done once for the batch. The records end exactly as record_end ends each one.
+local function settle_many(ids, outcomes, state, now)
+  if #ids == 0 then
+    return
+  end
+  if not has_records() then
+    for i = 1, #ids do
+      forget(ids[i])
+    end
+    return
+  end
+  local job_ids, named, named_outcomes = named_of(ids, outcomes)
+  local texts = #named > 0 and hmget(K_RECORDS, named) or {}
+  local finished = int(now)
+  local records, kept, expiry, ended = {}, {}, {}, {}
+  for i = 1, #named do
+    local text = texts[i]
+    local job_id = named[i]
+    if text then
+      local r_state, head, cancel, keep, ref =
+        string.match(text, '^(%S+) (%d+ %d+ %S+) %S+ ([01]) (%d+) (%S+)$')
+      if r_state and not ENDED[r_state] then
+        local final = state
+        if state == 'failed' and cancel == '1' then
+          final = 'cancelled'
+        end
+        records[#records + 1] = job_id
+        records[#records + 1] = final .. ' ' .. head .. ' ' .. finished .. ' ' .. cancel .. ' '
+          .. keep .. ' ' .. ref
+        -- A record that had not ended holds no outcome (the invariant): nothing to delete.
+        if named_outcomes[i] then
+          kept[#kept + 1] = job_id
+          kept[#kept + 1] = named_outcomes[i]
+        end
+        expiry[#expiry + 1] = now + tonumber(keep)
+        expiry[#expiry + 1] = job_id
+        ended[#ended + 1] = job_id
+      end
+    end
+  end
+  if #ended > 0 then
+    call_many('HSET', K_RECORDS, records, 2)
+    if #kept > 0 then
+      call_many('HSET', K_OUTCOMES, kept, 2)
+    end
+    call_many('ZADD', K_REC_EXPIRY, expiry, 2)
+    -- One message per call: a lone end as record_end tells it, several as one JSON list on
+    -- "<q>:ends" (a PUBLISH costs a call like any other).
+    local base = string.sub(K_META, 1, -5)
+    if #ended == 1 then
+      redis.call('PUBLISH', base .. 'ended', ended[1])
+    else
+      redis.call('PUBLISH', base .. 'ends', cjson.encode(ended))
+    end
+    records_prune(now)
+    -- record_end may drop up to PRUNE_PER_CALL per end; one end adds one record, so this
+    -- bound keeps the limit whenever it held before the call.
+    local excess = redis.call('ZCARD', K_REC_EXPIRY) - records_limit
+    if excess > 0 then
+      local oldest = redis.call('ZRANGE', K_REC_EXPIRY, 0,
+        math.min(excess, PRUNE_PER_CALL + #ended) - 1)
+      for _, old in ipairs(oldest) do
+        record_drop(old)
+      end
+    end
+  end
+  for i = 1, #ids do
+    forget(ids[i], job_ids[i])
+  end
 end
 
 -- Whether stored job `id` (just given back by its consumer, or whose lease expired) had a
@@ -670,6 +818,7 @@ elseif command == 'take' then
   end
   local deadline = now + lease_ms
   local out = {}
+  local leased, counts = {}, {}
   for j = 1, #popped, 2 do
     local id = popped[j]
     local payload = redis.call('HGET', K_PAYLOADS, id)
@@ -684,11 +833,13 @@ elseif command == 'take' then
       out[#out + 1] = payload
       out[#out + 1] = token
       out[#out + 1] = attempts
-      record_mark(id, 'running', attempts, now)
+      leased[#leased + 1] = id
+      counts[#counts + 1] = attempts
     else
       forget(id) -- a job without a payload cannot be delivered; keep the invariant
     end
   end
+  records_running(leased, counts, now)
   return out
 
 elseif command == 'dequeue' then
@@ -719,18 +870,23 @@ elseif command == 'ack' then
   records_limit = tonumber(ARGV[3])
   local step = ARGV[4] == '1' and 2 or 1
   local out = {}
+  local ids, outcomes = {}, {}
   for i = 5, #ARGV, step do
     local deadline = redis.call('ZSCORE', K_DEADLINES, ARGV[i])
     if deadline and tonumber(deadline) > now then
       local id = unlease(ARGV[i])
       if id then
-        settle(id, 'succeeded', now, step == 2 and ARGV[i + 1] or nil)
+        ids[#ids + 1] = id
+        outcomes[#outcomes + 1] = step == 2 and ARGV[i + 1] or false
       end
       out[#out + 1] = 1
     else
       out[#out + 1] = 0
     end
   end
+  -- Every lease is checked and removed first; the jobs then leave together. A token names one
+  -- delivery of one job, so no job of the batch is seen twice.
+  settle_many(ids, outcomes, 'succeeded', now)
   return out
 
 elseif command == 'extend' then
@@ -1039,128 +1195,6 @@ elseif command == 'stats' then
     oldest,
     now,
   }
-end
-
---[[
-Topics: bindings and publishing (redisq/topics.py). These commands are handed other KEYS than
-the queue commands above:
-
-  KEYS[1]  redisq:{topics}:bindings   SET     one member per binding: the JSON text
-                                              ["<pattern>","<queue>"]
-  KEYS[2]  redisq:{topics}:version    STRING  counter, bumped by every bind and unbind that
-                                              changed the bindings (absent: 0)
-  KEYS[3]  redisq:{topics}:published  STRING  counter, bumped by every publish: the sequence
-                                              number live subscribers receive, so that after a
-                                              reconnection they know how many publishes they
-                                              may have missed
-  publish only:
-  KEYS[4]  redisq:queues              HASH    the registry of queues (list_queues)
-  KEYS[5 ..]                          then, per copy, the keys of its queue a copy touches:
-                                      with job ids (a publish with a message id) six, its
-                                      meta, ready, payloads, dedup, job_ids and seq (KEYS[1, 2,
-                                      3, 8, 9, 10] of the queue commands above); without, four:
-                                      meta, ready, payloads and seq
-
-  topic_bind    ARGV[3] member                          -> 1 added, 0 was there
-  topic_unbind  ARGV[3] member                          -> 1 removed, 0 was not there
-  topic_routes  (none)                                  -> {version, published, member, ...}
-  topic_announce ARGV[3] live channel, ARGV[4] message  -> {version, sequence}: bumps
-                                                           published and publishes
-                                                           "<sequence> <message>" on the live
-                                                           channel (Redis Cluster: the copies
-                                                           are stored by enqueue, one call
-                                                           per queue)
-  publish       ARGV[3] the bindings version the caller routed by, ARGV[4] live channel,
-                ARGV[5] topic name, ARGV[6] message id ("" = none: no dedup), ARGV[7] data
-                (JSON text), ARGV[8] job id prefix for copies without a message id, then
-                ARGV[9..] the queue names, one per copy
-                                                        -> {-1, version} when the bindings
-                                                           changed since the caller read them
-                                                           (nothing stored: route again), else
-                                                           {copies stored, sequence}
-
-publish is the atomic step of "Topics" in varmq.protocols: the caller matched the name against
-the bindings of version ARGV[3] and hands over the keys of exactly the queues they route to;
-the script stores the copies only if the bindings are still that version, so the copies follow
-the bindings as they are when they land, every copy or none. A copy is stored as enqueue
-stores a job available now with priority 0 (a queue never opened becomes "fifo"), skipped as a
-dedup hit while a job with its job id is stored, and announced with "enqueued" on its queue's
-channel. Whatever was stored, the publish is announced to live subscribers.
-]]
-
-if command == 'topic_bind' or command == 'topic_unbind' then
-  local changed
-  if command == 'topic_bind' then
-    changed = redis.call('SADD', KEYS[1], ARGV[3])
-  else
-    changed = redis.call('SREM', KEYS[1], ARGV[3])
-  end
-  if changed == 1 then
-    redis.call('INCR', KEYS[2])
-  end
-  return changed
-
-elseif command == 'topic_routes' then
-  local reply = {redis.call('GET', KEYS[2]) or '0', redis.call('GET', KEYS[3]) or '0'}
-  for _, member in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-    reply[#reply + 1] = member
-  end
-  return reply
-
-elseif command == 'topic_announce' then
-  local sequence = redis.call('INCR', KEYS[3])
-  redis.call('PUBLISH', ARGV[3], sequence .. ' ' .. ARGV[4])
-  return {redis.call('GET', KEYS[2]) or '0', sequence}
-
-elseif command == 'publish' then
-  local version = redis.call('GET', KEYS[2]) or '0'
-  if version ~= ARGV[3] then
-    return {-1, version}
-  end
-  local registry = KEYS[4]
-  local name, message_id, data, prefix = ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-  local now = now_ms()
-  local sequence = redis.call('INCR', KEYS[3])
-  local stored = 0
-  local base = 4
-  local copies = #ARGV - 8
-  local stride = copies > 0 and (#KEYS - 4) / copies or 0
-  for i = 1, copies do
-    -- The queue keys the helpers above read are chunk locals: point them at this queue.
-    K_META, K_READY, K_PAYLOADS = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
-    if stride == 6 then
-      K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
-    else
-      K_SEQ = KEYS[base + 4]
-    end
-    base = base + stride
-    local queue = ARGV[8 + i]
-    -- A queue with a kind was opened (and registered) before, or got a copy before.
-    if redis.call('HSETNX', K_META, 'kind', 'fifo') == 1 then
-      redis.call('HSETNX', registry, queue, 'fifo')
-    end
-    local job_id = ''
-    if message_id ~= '' then
-      job_id = message_id .. '@' .. queue -- varmq.topic_names.copy_id
-    end
-    if job_id == '' or not is_stored(job_id) then
-      local id = new_id(now)
-      local envelope_id = job_id ~= '' and job_id or (prefix .. sequence .. '.' .. i)
-      redis.call('HSET', K_PAYLOADS, id, '{"id":' .. cjson.encode(envelope_id)
-        .. ',"status":"Created","data":' .. data .. '}')
-      if job_id ~= '' then
-        link(job_id, id)
-      end
-      redis.call('ZADD', K_READY, 0, id)
-      -- The queue's channel, "<q>:events", from its meta key "<q>:meta".
-      redis.call('PUBLISH', string.sub(K_META, 1, -5) .. 'events', 'enqueued')
-      stored = stored + 1
-    end
-  end
-  local live_id = message_id ~= '' and cjson.encode(message_id) or 'null'
-  redis.call('PUBLISH', ARGV[4],
-    sequence .. ' [' .. cjson.encode(name) .. ',' .. live_id .. ',' .. data .. ']')
-  return {stored, sequence}
 end
 
 return redis.error_reply('redisq: unknown command ' .. tostring(command))

@@ -14,6 +14,7 @@ anything reaches Redis, by the rules of :mod:`redisq.checks`. The distributed va
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -563,7 +564,14 @@ class _StoredQueue:
         :class:`~redisq.errors.RedisUnavailableError` when Redis does not confirm. Ignored
         once the queue is closed; subscriptions end with :meth:`close`.
         """
+
+        def batch(message: str) -> None:
+            # An acknowledgement that ended several records tells them in one message.
+            for job_id in json.loads(message):
+                callback(job_id)
+
         self._listen(self._keys.records_channel, callback)
+        self._listen(self._keys.records_batch_channel, batch)
 
     def close(self) -> None:
         """Refuse further enqueues and takes and stop calling this object's subscribers;

@@ -2,8 +2,8 @@
 subscribers over Redis pub/sub.
 
 What a :class:`Topics` object offers is ``IStorageTopics`` and ``ILiveTopics`` of
-``varmq.protocols`` ("Topics"). The whole storage protocol is the "Topics" section of
-``queue.lua``; the keys are in ``keys.py``.
+``varmq.protocols`` ("Topics"). The whole storage protocol is ``topics.lua`` (Redis Cluster:
+with ``queue.lua``'s enqueue); the keys are in ``keys.py``.
 
 Bindings
     One SET of ``["<pattern>","<queue>"]`` members and a version counter bumped by every bind
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.resources
 import itertools
 import json
 import logging
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
 
 __all__ = ["LiveSubscription", "Message", "Topics", "TopicsUnavailableError"]
 
+_TOPICS_SCRIPT = importlib.resources.files("redisq").joinpath("topics.lua").read_text("utf-8")
+
 logger = logging.getLogger("redisq")
 
 # How long one read of a live subscriber waits for a message: bounds how late unsubscribe() is
@@ -79,10 +82,34 @@ _SILENT_SECONDS = 5.0
 _SUBSCRIBE_SECONDS = 5.0
 # Attempts of one publish while other processes keep changing the bindings.
 _ROUTE_ATTEMPTS = 16
-# The keys of a queue a copy touches (queue.lua, "Topics"): meta, ready, payloads, dedup,
+# Routes kept per version of the bindings: more names than this are matched on every publish.
+_ROUTES_KEPT = 10_000
+# The keys of a queue a copy touches (topics.lua, publish): meta, ready, payloads, dedup,
 # job_ids and seq for a copy with a job id; without one, meta, ready, payloads and seq.
 _DEDUP_COPY_KEYS = (0, 1, 2, 7, 8, 9)
 _COPY_KEYS = (0, 1, 2, 9)
+
+
+class _Route(NamedTuple):
+    """Where a publish of one name goes (by one version of the bindings)."""
+
+    keys: list[bytes]
+    """The keys of a publish into its queues (topics.lua)."""
+    head: tuple[bytes, ...]
+    """The bindings version routed by, the live subscribers' channel and the name."""
+    queues: tuple[bytes, ...]
+    """The queues it routes to, sorted."""
+    what: str
+    """The operation, for errors."""
+
+
+class _Routing(NamedTuple):
+    """One version of the bindings as read from Redis, and the routes worked out by it."""
+
+    version: str
+    trie: PatternTrie[str]
+    routes: dict[tuple[str, bool], _Route]
+    """(name, with message id) -> its route: names are matched once per version."""
 
 
 class TopicsUnavailableError(RedisUnavailableError):
@@ -114,17 +141,20 @@ class Topics:
         self._where = where
         self._clock = clock
         self._subject = f"redisq: {where}: topics"
-        self._script = client.register_script(SCRIPT_TEXT)
+        self._script = client.register_script(_TOPICS_SCRIPT)
+        # queue.lua, for the copies of a publish on Redis Cluster (one enqueue per queue).
+        self._queue_script = client.register_script(SCRIPT_TEXT)
         self._cluster = isinstance(client, RedisCluster)
-        # Guards _version, _trie, _copy_keys, _live and _closed.
+        # Guards _copy_keys, _live and _closed.
         self._lock = threading.Lock()
-        self._version: str | None = None  # of the bindings in _trie; None: never read
-        self._trie: PatternTrie[str] = PatternTrie()
+        # The bindings last read (None: never, or found stale), replaced whole, never changed.
+        self._routing: _Routing | None = None
         # (queue, with job ids) -> the keys of it a copy touches.
         self._copy_keys: dict[tuple[str, bool], list[str]] = {}
         # Job ids of copies without a message id: a random prefix of this object and a count
         # (Redis Cluster), or the prefix and the publish sequence (one script).
         self._id_prefix = uuid.uuid4().hex[:16]
+        self._id_prefix_bytes = self._id_prefix.encode()
         self._id_count = itertools.count()
         self._live: list[LiveSubscription] = []
         self._closed = False
@@ -154,7 +184,7 @@ class Topics:
 
     def bindings(self) -> list[tuple[str, str]]:
         """Every binding in this Redis as ``(pattern, queue)``, sorted by pattern, then queue."""
-        _, _, pairs = self._read_routes()
+        _, pairs = self._read_routes()
         return sorted(pairs)
 
     # -- publishing ----------------------------------------------------------------------
@@ -163,8 +193,15 @@ class Topics:
         """Store a copy of ``data`` in every bound queue whose pattern matches ``name``, in
         one step with reading the bindings (Redis Cluster: one dedup enqueue per copy); how
         many copies were stored. Live subscribers connected now receive it too."""
-        words = check_name(name)
-        if message_id is not None and (not isinstance(message_id, str) or not message_id):
+        routing = self._routing
+        dedup = message_id is not None
+        # A name routed before was checked then: its route is kept until the bindings change.
+        route = None
+        if routing is not None and type(name) is str:  # anything else is refused below
+            route = routing.routes.get((name, dedup))
+        if route is None:
+            check_name(name)
+        if dedup and (not isinstance(message_id, str) or not message_id):
             raise TypeError(
                 f"{self._subject}: message_id must be a non-empty str, got {message_id!r} "
                 f"({type(message_id).__name__})"
@@ -173,33 +210,41 @@ class Topics:
         if self._cluster:
             live = f"{json.dumps([name, message_id], ensure_ascii=False)[:-1]},{data_json}]"
             live_bytes = live.encode("utf-8", "surrogatepass")
-            return self._publish_per_copy(name, words, message_id, data_json, live_bytes)
+            return self._publish_per_copy(name, check_name(name), message_id, data_json, live_bytes)
         data_bytes = data_json.encode("utf-8", "surrogatepass")
-        dedup = message_id is not None
         for _ in range(_ROUTE_ATTEMPTS):
-            version, queues = self._route(words)
-            keys = [*TOPIC_KEYS, REGISTRY]
-            for queue in queues:
-                keys.extend(self._keys_of(queue, dedup))
-            reply = self._run(
-                f"publish {name!r}",
-                keys,
-                "publish",
-                version,
-                topic_channel(name),
-                name,
-                message_id or "",
-                data_bytes,
-                self._id_prefix,
-                *queues,
-            )
-            if int(reply[0]) >= 0:
+            if routing is None:
+                routing = self._read_routes()[0]
+            if route is None:
+                route = self._new_route(routing, name, dedup)
+            args = (*route.head, message_id or b"", data_bytes, self._id_prefix_bytes)
+            reply = self._run(route.what, route.keys, "publish", *args, *route.queues)
+            if reply[0] >= 0:
                 return int(reply[0])
-            self._forget_routes()  # the bindings changed since we read them: route again
+            # The bindings changed since we read them: read them again and route again.
+            self._routing = routing = route = None
         raise TopicsUnavailableError(
             f"{self._subject}: publish {name!r}: the bindings kept changing while routing it "
             f"({_ROUTE_ATTEMPTS} attempts); retry the publish"
         )
+
+    def _new_route(self, routing: _Routing, name: str, dedup: bool) -> _Route:
+        """The route of ``name`` by ``routing``'s bindings, kept in it for the next publish."""
+        queues = sorted(set(routing.trie.match(check_name(name))))
+        keys = [*TOPIC_KEYS, REGISTRY]
+        for queue in queues:
+            keys.extend(self._keys_of(queue, dedup))
+        # Encoded once here, not by the client on every publish.
+        head = tuple(text.encode() for text in (routing.version, topic_channel(name), name))
+        route = _Route(
+            [key.encode() for key in keys],
+            head,
+            tuple(queue.encode() for queue in queues),
+            f"publish {name!r}",
+        )
+        if len(routing.routes) < _ROUTES_KEPT:
+            routing.routes[(name, dedup)] = route
+        return route
 
     def _publish_per_copy(
         self,
@@ -214,10 +259,10 @@ class Topics:
         version, _ = self._run(
             f"publish {name!r}", TOPIC_KEYS, "topic_announce", topic_channel(name), live
         )
-        with self._lock:
-            if self._version != _text(version):
-                self._version = None
-        _, queues = self._route(words)
+        routing = self._routing
+        if routing is None or routing.version != _text(version):
+            routing = self._read_routes()[0]
+        queues = sorted(set(routing.trie.match(words)))
         stored = 0
         for queue in queues:
             keys = queue_keys(queue)
@@ -226,14 +271,11 @@ class Topics:
             dedup = job_id if message_id else ""
             what = f"publish {name!r} into queue {queue!r}"
             kind = "fifo"
-            result = self._run(
-                what, keys.keys, "enqueue", kind, 0, payload, keys.channel, dedup, 0, 0
-            )
+            args = (0, payload, keys.channel, dedup, 0, 0)
+            result = self._run(what, keys.keys, "enqueue", kind, *args, queue_script=True)
             if int(result) == -1:  # a priority queue: its copies get priority 0
                 kind = "priority"
-                result = self._run(
-                    what, keys.keys, "enqueue", kind, 0, payload, keys.channel, dedup, 0, 0
-                )
+                result = self._run(what, keys.keys, "enqueue", kind, *args, queue_script=True)
             if int(result) == 1:
                 stored += 1
             try:
@@ -242,30 +284,18 @@ class Topics:
                 raise self._unavailable(what, exc) from exc
         return stored
 
-    def _route(self, words: tuple[str, ...]) -> tuple[str, list[str]]:
-        """The bindings version routed by and the queues (sorted) ``words`` route to."""
-        with self._lock:
-            version, trie = self._version, self._trie
-        if version is None:
-            version, trie, _ = self._read_routes()
-        return version, sorted(set(trie.match(words)))
-
-    def _read_routes(self) -> tuple[str, PatternTrie[str], list[tuple[str, str]]]:
+    def _read_routes(self) -> tuple[_Routing, list[tuple[str, str]]]:
+        """Read the bindings (kept for routing) and return them with every binding."""
         reply = self._run("read the bindings", TOPIC_KEYS, "topic_routes")
-        version = _text(reply[0])
         pairs: list[tuple[str, str]] = []
         trie: PatternTrie[str] = PatternTrie()
         for member in reply[2:]:
             pattern, queue = json.loads(_text(member))
             pairs.append((pattern, queue))
             trie.add(check_pattern(pattern), queue)
-        with self._lock:
-            self._version, self._trie = version, trie
-        return version, trie, pairs
-
-    def _forget_routes(self) -> None:
-        with self._lock:
-            self._version = None
+        routing = _Routing(_text(reply[0]), trie, {})
+        self._routing = routing
+        return routing, pairs
 
     def _keys_of(self, queue: str, dedup: bool) -> list[str]:
         cached = self._copy_keys.get((queue, dedup))
@@ -334,14 +364,21 @@ class Topics:
 
     # -- Redis ---------------------------------------------------------------------------
 
-    def _run(self, what: str, keys: Sequence[str], command: str, *args: bytes | str | int) -> Any:
-        with self._lock:
-            closed = self._closed
-        if closed:
+    def _run(
+        self,
+        what: str,
+        keys: Sequence[str | bytes],
+        command: str,
+        *args: bytes | str | int,
+        queue_script: bool = False,
+    ) -> Any:
+        """Run ``command`` of topics.lua (``queue_script``: of queue.lua) on ``keys``."""
+        if self._closed:  # a plain read: close() sets it once, under the lock
             raise TopicsUnavailableError(f"{self._subject}: closed; cannot {what}")
         now = "" if self._clock is None else str(int(self._clock()))
+        script = self._queue_script if queue_script else self._script
         try:
-            return self._script(keys=keys, args=(command, now, *args))
+            return script(keys=keys, args=(command, now, *args))
         except FAILURES as exc:
             raise self._unavailable(what, exc) from exc
 

@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from . import _sql
 from ._clock import Clock
+from ._doorbell import Ringer
 from ._open import connect, read_only_query
 from .errors import (
     ClosedError,
@@ -52,6 +53,9 @@ _BEGIN_PAUSE = 0.01
 STALL_CREDIT_MIN_MS = 1000
 # The operations that put jobs into the file: refused once the path names another file.
 ADDS = frozenset({"enqueue", "requeue_dead", "open_queue"})
+# The operations whose commit can make jobs takeable at once ring the doorbell after it: those
+# whose name starts with one of these (so "enqueue_many" and the like ring too).
+RINGS = ("enqueue", "release", "requeue_dead", "publish")
 # Failed attempts further apart than this (ms) are not one stall.
 STALL_GAP_MS = 5000
 # SQLite primary result codes (the sqlite3 module names them only from Python 3.11 on).
@@ -103,6 +107,8 @@ class Database:
         self._read_lock = threading.Lock()
         self._read_conn = read_conn
         self._closed = False
+        # Wakes the watchers of other processes after a commit that added jobs.
+        self._ringer = Ringer(path) if conn is not None else None
         # Conditions already logged; cleared by the next success, so that a condition that
         # comes back is reported again, but a retry loop is reported once.
         self._warned: set[str] = set()
@@ -160,7 +166,14 @@ class Database:
             except sqlite3.Error as exc:
                 raise self._unavailable(op, exc) from exc
             self._warned.clear()
+            self._after_commit(op)
             return result
+
+    def _after_commit(self, op: str) -> None:
+        """The one hook after a committed write transaction (never before: a watcher woken
+        then would find nothing new and sleep a whole poll interval)."""
+        if self._ringer is not None and op.startswith(RINGS):
+            self._ringer.ring()
 
     def write(self, op: str, body: Callable[[sqlite3.Connection, int], T], default: T) -> T:
         """Like :meth:`transaction`; ``default`` (the "nothing" answer) once closed."""
@@ -205,6 +218,8 @@ class Database:
             if self._closed:
                 return
             self._closed = True
+            if self._ringer is not None:
+                self._ringer.close()
             if self._conn is not None:
                 self._conn.close()
             self._read_conn.close()

@@ -23,6 +23,11 @@ class Queue(StoredQueue):
         """Store ``item`` (``bytes``, or ``str`` as UTF-8) last in line; ``False`` if refused."""
         return self._add(item, 0, None)
 
+    async def enqueue_async(self, item: Any) -> bool:
+        """:meth:`enqueue` for a coroutine: stored on the writer thread of the ``Queues``,
+        concurrent calls in one transaction; the event loop never waits on the file."""
+        return await self._add_async(item, 0, None)
+
 
 class PriorityQueue(StoredQueue):
     """A persistent priority queue: lower numbers first, FIFO among equal priorities."""
@@ -30,6 +35,10 @@ class PriorityQueue(StoredQueue):
     def enqueue(self, item: Any, priority: int) -> bool:
         """Store ``item`` with ``priority`` (an int within +-2**53); ``False`` if refused."""
         return self._add(item, self._priority(priority), None)
+
+    async def enqueue_async(self, item: Any, priority: int) -> bool:
+        """:meth:`enqueue` for a coroutine (see the FIFO ``enqueue_async``)."""
+        return await self._add_async(item, self._priority(priority), None)
 
     def _rank(self, priority: Any) -> int:
         return 0 if priority is None else self._priority(priority)

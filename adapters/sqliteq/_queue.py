@@ -26,9 +26,11 @@ from . import _sql
 from ._checks import QueueSettings, QueueStats, as_bytes, check, check_job_id, delay_ms
 from ._database import Database
 from ._dead import DeadLetterShelf
+from ._group import Add
 from ._records import Outcome
 from ._retention import DONE, keep_within
 from ._watch import Watcher
+from ._writer import Writer
 from .errors import ClosedError
 
 __all__ = ["StoredQueue"]
@@ -38,9 +40,16 @@ class StoredQueue(DeadLetterShelf):
     """What FIFO and priority queues share; the kinds differ only in ``enqueue``'s shape."""
 
     def __init__(
-        self, db: Database, name: str, settings: QueueSettings, *, watcher: Watcher
+        self,
+        db: Database,
+        name: str,
+        settings: QueueSettings,
+        *,
+        watcher: Watcher,
+        writer: Writer,
     ) -> None:
         self._db = db
+        self._writer = writer  # stores the adds (group commit; the thread for coroutines)
         self._watcher = watcher
         self._name = name
         self._subject = f"sqliteq: queue {name!r} in {db.path}"  # starts every error message
@@ -58,7 +67,7 @@ class StoredQueue(DeadLetterShelf):
         self._keep_results_limit = settings.keep_results_limit
         # Set once by close(); read without a lock (a bool write is atomic).
         self._closed = False
-        # Set by set_capacity(); 0: unlimited. Read once per enqueue, inside its transaction,
+        # Set by set_capacity(); 0: unlimited. Read once per enqueue, when it is prepared,
         # without a lock (an int write is atomic); it limits this object's enqueues only.
         self._capacity = 0
 
@@ -103,11 +112,20 @@ class StoredQueue(DeadLetterShelf):
         with contextlib.suppress(ClosedError):  # nothing can be enqueued through a closed file
             self._db.transaction(body, "set_capacity")
 
-    def _add(self, item: Any, priority: int, job_id: str | None, wait_ms: int = 0) -> bool:
-        """Store the checked ``item``; the kinds check ``priority`` and ``job_id`` first."""
+    def _prepare(self, item: Any, priority: int, job_id: str | None, wait_ms: int) -> Add | None:
+        """The add of the checked ``item``; ``None`` once closed (the kinds check ``priority``
+        and ``job_id`` first)."""
         data = as_bytes(self._subject, item)
         if self._closed:
-            return False
+            return None
+        if wait_ms > 0:
+            statement = _sql.ENQUEUE_DELAYED
+        elif job_id is None:
+            # A plain add binds only what ENQUEUE reads: many of them go in one executemany.
+            params: dict[str, object] = {"queue": self._name, "priority": priority, "data": data}
+            return Add(self._name, _sql.ENQUEUE, params, self._capacity)
+        else:
+            statement = _sql.ENQUEUE_DEDUP
         params = {
             "queue": self._name,
             "priority": priority,
@@ -118,22 +136,21 @@ class StoredQueue(DeadLetterShelf):
             # record until it ends.
             "keep_ms": self._keep_ms if job_id is not None and self._keep_ms > 0 else None,
         }
-        if wait_ms > 0:
-            statement = _sql.ENQUEUE_DELAYED
-        else:
-            statement = _sql.ENQUEUE if job_id is None else _sql.ENQUEUE_DEDUP
+        return Add(self._name, statement, params, self._capacity, job_id, wait_ms <= 0)
 
-        def body(conn: sqlite3.Connection, now: int) -> bool:
-            capacity = self._capacity
-            if capacity and self._is_full(conn, now, capacity):
-                # A job id that is already stored is there: not a refusal (as without a limit).
-                return job_id is not None and self._is_stored(conn, now, job_id)
-            added = conn.execute(statement, {**params, **self._at(now)}).rowcount == 1
-            if added and wait_ms <= 0:  # a delayed job wakes nobody: it cannot be taken yet
-                conn.execute(_sql.BUMP_ENQUEUED, params)
-            return True
+    def _add(self, item: Any, priority: int, job_id: str | None, wait_ms: int = 0) -> bool:
+        """Store the checked ``item``, maybe in one transaction with concurrent adds (see
+        :mod:`sqliteq._group`); ``False`` if refused."""
+        add = self._prepare(item, priority, job_id, wait_ms)
+        return False if add is None else self._writer.store([add])[0]
 
-        return self._db.write("enqueue", body, False)
+    async def _add_async(
+        self, item: Any, priority: int, job_id: str | None, wait_ms: int = 0
+    ) -> bool:
+        """:meth:`_add` for a coroutine: stored on the writer thread (see
+        :mod:`sqliteq._writer`)."""
+        add = self._prepare(item, priority, job_id, wait_ms)
+        return False if add is None else await self._writer.store_async(add)
 
     def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
         """Store ``item`` unless a job with ``job_id`` is stored; ``True`` in both cases.
@@ -157,10 +174,29 @@ class StoredQueue(DeadLetterShelf):
         ``job_id``, deduplicates like ``enqueue_dedup``. FIFO queues ignore ``priority``;
         priority queues take ``None`` as 0. ``False`` if refused.
         """
+        return self._add(item, *self._delayed(delay, job_id, priority))
+
+    async def enqueue_dedup_async(
+        self, item: Any, job_id: str, priority: int | None = None
+    ) -> bool:
+        """:meth:`enqueue_dedup` for a coroutine: the event loop never waits on the file."""
+        rank = self._rank(priority)
+        return await self._add_async(item, rank, check_job_id(self._subject, job_id))
+
+    async def enqueue_delayed_async(
+        self, item: Any, delay: float, job_id: str | None = None, priority: int | None = None
+    ) -> bool:
+        """:meth:`enqueue_delayed` for a coroutine: the event loop never waits on the file."""
+        return await self._add_async(item, *self._delayed(delay, job_id, priority))
+
+    def _delayed(
+        self, delay: float, job_id: str | None, priority: int | None
+    ) -> tuple[int, str | None, int]:
+        """The checked ``(priority, job_id, delay in ms)`` of a delayed add."""
         rank = self._rank(priority)
         if job_id is not None:
             job_id = check_job_id(self._subject, job_id)
-        return self._add(item, rank, job_id, delay_ms(self._subject, delay))
+        return rank, job_id, delay_ms(self._subject, delay)
 
     def _rank(self, priority: Any) -> int:
         """The priority to store for the optional ``priority`` argument: 0 on a FIFO queue."""
@@ -169,14 +205,6 @@ class StoredQueue(DeadLetterShelf):
     def _priority(self, priority: Any) -> int:
         """A priority queue's checked priority."""
         return int(check(self._subject, "priority", priority))
-
-    def _is_full(self, conn: sqlite3.Connection, now: int, capacity: int) -> bool:
-        params = {"queue": self._name, **self._at(now), "capacity": capacity}
-        return int(conn.execute(_sql.COUNT_WAITING, params).fetchone()[0]) >= capacity
-
-    def _is_stored(self, conn: sqlite3.Connection, now: int, job_id: str) -> bool:
-        params = {"queue": self._name, "job_id": job_id, "now": now}
-        return bool(conn.execute(_sql.JOB_ID_STORED, params).fetchone()[0])
 
     # --- taking ------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from ._open import connect, open_database, open_read_only, read_only_query
 from ._queue import StoredQueue
 from ._topics import Topics
 from ._watch import Watcher
+from ._writer import Writer
 from .errors import QueueKindError, QueueNotFoundError, SqliteqError
 
 if TYPE_CHECKING:
@@ -181,8 +182,11 @@ class Queues:
 
     def __init__(self, db: Database, busy_timeout: float) -> None:
         self._db = db
+        self._writer = Writer(db)  # the adds: group commit, and the thread for coroutines
         query = read_only_query(db.path) if db.read_only else ""
-        self._watcher = Watcher(db.path, busy_timeout, uri_query=query, on_tick=db.check_file)
+        self._watcher = Watcher(
+            db.path, busy_timeout, uri_query=query, on_tick=db.check_file, bell=not db.read_only
+        )
 
     def __repr__(self) -> str:
         state = "closed" if self._db.closed else "open"
@@ -266,7 +270,9 @@ class Queues:
         return Topics(self._db)
 
     def close(self) -> None:
-        """Stop the watcher thread and close the file. Idempotent."""
+        """Store the adds already handed to the writer thread, stop the threads and close the
+        file. Idempotent."""
+        self._writer.close()
         self._watcher.close()
         self._db.close()
 
@@ -285,7 +291,7 @@ class Queues:
         stored = self._db.transaction(body, "open_queue")
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
-        return cls(self._db, name, settings, watcher=self._watcher)
+        return cls(self._db, name, settings, watcher=self._watcher, writer=self._writer)
 
     def _open_existing(self, cls: type[Q], name: str, kind: str, settings: QueueSettings) -> Q:
         """Open ``name`` without writing (a read-only file): it must exist, as ``kind``."""
@@ -299,4 +305,4 @@ class Queues:
             raise QueueNotFoundError(self._db.path, name)
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
-        return cls(self._db, name, settings, watcher=self._watcher)
+        return cls(self._db, name, settings, watcher=self._watcher, writer=self._writer)

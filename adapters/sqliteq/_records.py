@@ -74,35 +74,40 @@ class JobRecords:
         recorded = [end for end in ends if end[3][0] is not None and end[3][4] is not None]
         if not recorded:
             return
-        queue = {"queue": self._name}
-        ended = int(conn.execute(_sql.ENDED_COUNT, queue).fetchone()[0])
-        ages = {**queue, "cutoff": now + 1, "scan": len(recorded) + 8}
+        name = self._name
+        # One statement numbers the ends of this transaction: they are seq + 1 .. ended.
+        count = {"queue": name, "count": len(recorded)}
+        ended = int(conn.execute(_sql.ADD_ENDS, count).fetchone()[0])
+        seq = ended - len(recorded)
+        ages = {"queue": name, "cutoff": now + 1, "scan": len(recorded) + 8}
         conn.execute(_sql.PRUNE_RECORDS_BY_AGE, ages)
         records = []
         for state, result, error, row in recorded:
             job_id, attempts, started_at, cancel, keep_ms, enqueued_at = row[:6]
             if state == "failed" and cancel:
                 state = "cancelled"
-            ended += 1
+            seq += 1
             records.append(
-                {
-                    **queue,
-                    "job_id": job_id,
-                    "state": state,
-                    "keep_ms": keep_ms,
-                    "enqueued_at": enqueued_at,
-                    "attempts": attempts,
-                    "started_at": started_at,
-                    "cancel": 1 if cancel else 0,
-                    "result": result,
-                    "error": error,
-                    "now": now,
-                    "seq": ended,
-                }
+                (
+                    name,
+                    job_id,
+                    state,
+                    keep_ms,
+                    enqueued_at,
+                    attempts,
+                    started_at,
+                    now,
+                    now + keep_ms,
+                    seq,
+                    1 if cancel else 0,
+                    result,
+                    error,
+                )
             )
         conn.executemany(_sql.ADD_ENDED_RECORD, records)
-        conn.execute(_sql.PRUNE_RECORDS_OLDEST, {**queue, "upto": ended - self._keep_results_limit})
-        conn.execute(_sql.SET_ENDED, {**queue, "ended": ended})
+        upto = ended - self._keep_results_limit
+        if upto > 0:  # ends are numbered from 1: below the limit, nothing to drop
+            conn.execute(_sql.PRUNE_RECORDS_OLDEST, {"queue": name, "upto": upto})
 
     def _end_rows(
         self, conn: sqlite3.Connection, now: int, rows: Sequence[Any], state: str

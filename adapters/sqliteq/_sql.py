@@ -80,6 +80,7 @@ __all__ = [
     "BEGIN_IMMEDIATE",
     "BIND_TOPIC",
     "BUMP_ENQUEUED",
+    "BUMP_ENQUEUED_BY",
     "CAPACITY_INSTALLED",
     "CLAIM",
     "COMMIT",
@@ -141,13 +142,13 @@ __all__ = [
     "UNBIND_TOPIC",
     "VALUES_TAKEABLE",
     "ADD_ENDED_RECORD",
+    "ADD_ENDS",
     "CANCEL_JOB",
     "ENDED_COUNT",
     "ENDS_SINCE",
     "FLAG_CANCEL",
     "PRUNE_RECORDS_BY_AGE",
     "PRUNE_RECORDS_OLDEST",
-    "SET_ENDED",
     "QUEUE_ENDS",
     "READ_RECORD",
     "SETTLE_CANCELLED",
@@ -485,6 +486,8 @@ REGISTER_QUEUE = "INSERT OR IGNORE INTO queues (name, kind) VALUES (:queue, :kin
 QUEUE_KIND = "SELECT kind FROM queues WHERE name = :queue"
 # queues primary key.
 BUMP_ENQUEUED = "UPDATE queues SET enqueued = enqueued + 1 WHERE name = :queue"
+# queues primary key: once per queue for the :count ready jobs one group of adds stored.
+BUMP_ENQUEUED_BY = "UPDATE queues SET enqueued = enqueued + :count WHERE name = :queue"
 # queues primary key.
 QUEUE_COUNTER = "SELECT enqueued FROM queues WHERE name = :queue"
 # Full scan of queues: one row per queue name, read only after data_version changed.
@@ -798,12 +801,12 @@ ORDER BY 1"""
 
 # The job_records primary key: the ended record of a job. OR REPLACE: a record of the id whose
 # time is up but that was not dropped yet (a kept one holds the id, so it is never replaced).
+# Positional parameters, in the column order: bound from a tuple per record, for a whole batch.
 ADD_ENDED_RECORD = """
 INSERT OR REPLACE INTO job_records
     (queue, job_id, state, keep_ms, enqueued_at, attempts, started_at, finished_at, expires_at,
      ended_seq, cancel_requested, result, error)
-VALUES (:queue, :job_id, :state, :keep_ms, :enqueued_at, :attempts, :started_at, :now,
-        :now + :keep_ms, :seq, :cancel, :result, :error)"""
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 # The job_records primary key: a requeued dead letter takes its own kept "dead" record back (the
 # record is its job's row again, with the record's keep_ms).
@@ -820,8 +823,8 @@ FLAG_CANCEL = "UPDATE jobs SET cancel = 1 WHERE id = :id"
 
 # queues primary key.
 ENDED_COUNT = "SELECT ended FROM queues WHERE name = :queue"
-# queues primary key.
-SET_ENDED = "UPDATE queues SET ended = :ended WHERE name = :queue"
+# queues primary key: numbers :count ends at once; they are ended - :count + 1 .. ended.
+ADD_ENDS = "UPDATE queues SET ended = ended + :count WHERE name = :queue RETURNING ended"
 # Full scan of queues: one row per queue name, read by the watcher after data_version changed.
 QUEUE_ENDS = "SELECT name, ended FROM queues"
 

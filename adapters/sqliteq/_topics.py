@@ -36,6 +36,9 @@ __all__ = ["Topics", "TopicsStorageError"]
 
 T = TypeVar("T")
 
+# Names whose queues are kept per version of the bindings; more are matched on every publish.
+_ROUTES_KEPT = 10_000
+
 
 class TopicsStorageError(StorageUnavailableError):
     """A topics call could not read or write the file; the message names the file.
@@ -51,9 +54,11 @@ class Topics:
         self._db = db
         self._subject = f"sqliteq: {db.path}: topics"
         # The bindings last read and the trie built from them: rebuilt only when they changed.
-        self._lock = threading.Lock()  # guards _seen and _trie
+        self._lock = threading.Lock()  # guards _seen, _trie and _routes
         self._seen: list[tuple[str, str]] | None = None
         self._trie: PatternTrie[str] = PatternTrie()
+        # name -> its queues (and BUMP_ENQUEUED's parameters for them), by _seen
+        self._routes: dict[str, tuple[list[str], list[dict[str, str]]]] = {}
         # Queues whose row in ``queues`` this object saw committed (rows are never deleted),
         # so a copy into one needs no REGISTER_QUEUE. Guarded by the database's write lock.
         self._registered: set[str] = set()
@@ -114,56 +119,83 @@ class Topics:
                 f"({type(message_id).__name__})"
             )
         body_json = _data_json(self._subject, name, data)
-
-        statement = _sql.ENQUEUE_DEDUP if message_id else _sql.ENQUEUE
+        tail = f',"status":"Created","data":{body_json}}}'
         registered = self._registered
         added: list[str] = []
 
         def body(conn: sqlite3.Connection, now: int) -> int:
             added.clear()
-            stored = 0
-            for queue in self._matching(_rows(conn), words):
-                if message_id:
+            queues, bumps = self._matching(_rows(conn), name, words)
+            if not queues:
+                return 0
+            new = [queue for queue in queues if queue not in registered]
+            if new:
+                conn.executemany(_sql.REGISTER_QUEUE, [{"queue": q, "kind": "fifo"} for q in new])
+                added.extend(new)
+            if message_id:
+                # One statement per copy: its row count says whether the copy was a dedup hit.
+                stored_in = []
+                for queue in queues:
                     job_id = copy_id(message_id, queue)
-                else:
-                    job_id = f"{self._id_prefix}{next(self._id_count):016x}"
-                envelope = f'{{"id":{json.dumps(job_id)},"status":"Created","data":{body_json}}}'
-                params = {
-                    "queue": queue,
-                    "kind": "fifo",
-                    "priority": 0,
-                    "data": envelope.encode("utf-8", "surrogatepass"),
-                    "job_id": job_id if message_id else None,
-                    "keep_ms": None,  # a copy has no record
-                    "now": now,
-                }
-                if queue not in registered:
-                    conn.execute(_sql.REGISTER_QUEUE, params)
-                    added.append(queue)
-                if conn.execute(statement, params).rowcount == 1:
-                    conn.execute(_sql.BUMP_ENQUEUED, params)
-                    stored += 1
-            return stored
+                    params = _copy(queue, json.dumps(job_id), tail, now)
+                    params["job_id"] = job_id
+                    params["keep_ms"] = None  # a copy has no record
+                    if conn.execute(_sql.ENQUEUE_DEDUP, params).rowcount == 1:
+                        stored_in.append(queue)
+            else:
+                prefix, count = self._id_prefix, self._id_count
+                # Hex ids: JSON strings as they are.
+                copies = [_copy(q, f'"{prefix}{next(count):016x}"', tail, now) for q in queues]
+                conn.executemany(_sql.ENQUEUE, copies)
+                stored_in = queues
+            if stored_in is not queues:
+                bumps = [{"queue": queue} for queue in stored_in]
+            conn.executemany(_sql.BUMP_ENQUEUED, bumps)
+            return len(stored_in)
 
-        stored = self._write(f"publish {name!r}", body)
+        stored = self._write(f"publish {name!r}", body, "publish")
         registered.update(added)  # committed
         return stored
 
-    def _matching(self, rows: list[tuple[str, str]], words: tuple[str, ...]) -> list[str]:
-        """The queues (sorted) of the bindings ``rows`` whose pattern matches ``words``."""
+    def _matching(
+        self, rows: list[tuple[str, str]], name: str, words: tuple[str, ...]
+    ) -> tuple[list[str], list[dict[str, str]]]:
+        """The queues (sorted, and as the parameters of BUMP_ENQUEUED) of the bindings ``rows``
+        whose pattern matches ``words``: worked out once per name while the bindings read in
+        the transaction stay the same."""
         with self._lock:
             if rows != self._seen:
                 trie: PatternTrie[str] = PatternTrie()
                 for pattern, queue in rows:
                     trie.add(check_pattern(pattern), queue)
-                self._seen, self._trie = rows, trie
-            return sorted(set(self._trie.match(words)))
+                self._seen, self._trie, self._routes = rows, trie, {}
+            route = self._routes.get(name)
+            if route is None:
+                queues = sorted(set(self._trie.match(words)))
+                route = (queues, [{"queue": queue} for queue in queues])
+                if len(self._routes) < _ROUTES_KEPT:
+                    self._routes[name] = route
+            return route
 
-    def _write(self, what: str, body: Callable[[sqlite3.Connection, int], T]) -> T:
+    def _write(
+        self, what: str, body: Callable[[sqlite3.Connection, int], T], op: str = "write"
+    ) -> T:
         try:
-            return self._db.transaction(body)
+            return self._db.transaction(body, op)
         except sqlite3.Error as exc:
             raise TopicsStorageError(self._db.path, what, str(exc)) from exc
+
+
+def _copy(queue: str, id_json: str, tail: str, now: int) -> dict[str, Any]:
+    """The parameters of ENQUEUE for one copy: its envelope is the job id (``id_json``, a JSON
+    string), then ``tail``."""
+    envelope = f'{{"id":{id_json}{tail}'
+    return {
+        "queue": queue,
+        "priority": 0,
+        "data": envelope.encode("utf-8", "surrogatepass"),
+        "now": now,
+    }
 
 
 def _rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:

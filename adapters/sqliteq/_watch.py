@@ -9,6 +9,10 @@ subscribers (``subscribe_records``) work alike on the per-queue ``ended`` counte
 grew, the thread reads the job ids that ended since (one range of ``job_records_ended``) and
 calls ``callback(job_id)`` for each.
 
+The thread waits on the doorbell (:mod:`sqliteq._doorbell`) between two polls: a process
+that committed new jobs rings it, and the thread looks at once instead of at its next poll.
+The poll stays as the safety net, and is all there is where the bell cannot be set up.
+
 One watcher per ``Queues``, started by the first ``subscribe`` and stopped by
 ``Queues.close()``. It is a daemon thread because nothing guarantees the owner calls
 ``close()`` before the interpreter exits, and a forgotten watcher must not hang the exit.
@@ -19,18 +23,29 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import _sql
+from ._doorbell import Listener
 from ._open import connect
 
 __all__ = ["POLL_INTERVAL", "Watcher"]
 
 logger = logging.getLogger("sqliteq")
 
-# Seconds between two data_version polls: the bound on notification latency.
+# Seconds between two data_version polls: the bound on notification latency when no ring
+# comes (a process without the bell, a lost ring). Read when a Watcher is made.
 POLL_INTERVAL = 0.02
+# Least seconds between two looks woken by rings (see _run).
+RING_SPACING = 0.002
+# Least seconds between two calls of on_tick (a stat of the path): much of an idle tick's
+# cost if run on every poll.
+TICK_INTERVAL = 0.1
+# Seconds between two checks that the watcher's bell socket file is still there (another
+# process may have removed it as stale); a missing one is bound again.
+BELL_CHECK_INTERVAL = 5.0
 # Most job ids told per queue and tick; beyond it, ends are skipped (waiters read again).
 ENDS_PER_TICK = 1000
 
@@ -52,16 +67,21 @@ class Watcher:
         self,
         path: str,
         busy_timeout: float,
-        interval: float = POLL_INTERVAL,
+        interval: float | None = None,
         *,
         uri_query: str = "",
         on_tick: Callable[[], None] | None = None,
+        bell: bool = True,
     ) -> None:
+        """``bell``: wait on the doorbell between polls (``False`` for a file opened
+        read-only: the bell is a socket file beside it, and read-only writes nothing)."""
         self._path = path
-        self._on_tick = on_tick  # called on every tick: the check that the path is the file
+        self._bell = bell
+        # Called at most every TICK_INTERVAL: the check that the path is still the file.
+        self._on_tick = on_tick
         self._uri_query = uri_query  # how a read-only file is opened
         self._busy_timeout = busy_timeout
-        self._interval = interval
+        self._interval = POLL_INTERVAL if interval is None else interval
         # Protects _subs, _recheck and _thread: the set of subscriptions the thread walks.
         self._lock = threading.Lock()
         self._subs: list[_Subscription] = []
@@ -69,6 +89,7 @@ class Watcher:
         # if data_version did not change (its baseline may predate a commit already seen).
         self._recheck = False
         self._thread: threading.Thread | None = None
+        self._listener: Listener | None = None  # the bell socket, while the thread runs
         self._stop = threading.Event()
 
     def subscribe(
@@ -91,6 +112,8 @@ class Watcher:
                     self._path, busy_timeout=self._busy_timeout, uri_query=self._uri_query
                 )
                 conn.execute(_sql.SET_QUERY_ONLY)
+                # Bound before subscribe returns: a commit after it rings this process.
+                self._listener = Listener.open(self._path) if self._bell else None
                 self._thread = threading.Thread(
                     target=self._run, args=(conn,), name="sqliteq:watch", daemon=True
                 )
@@ -114,6 +137,8 @@ class Watcher:
         with self._lock:
             thread, self._thread = self._thread, None
             self._subs = []
+            if self._listener is not None:
+                self._listener.interrupt()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
             if thread.is_alive():
@@ -127,10 +152,29 @@ class Watcher:
     def _run(self, conn: sqlite3.Connection) -> None:
         last_version: int | None = None
         warned = False
+        next_tick = next_bell_check = looked = time.monotonic()
         try:
-            while not self._stop.wait(self._interval):
-                if self._on_tick is not None:
-                    self._tick()
+            while not self._stop.is_set():
+                if self._listener is None:
+                    self._stop.wait(self._interval)
+                elif self._listener.wait(self._interval):
+                    # Rung: look at once after a quiet spell, but at most once per
+                    # RING_SPACING while rings stream in, so that they are answered in
+                    # batches (a look and a take per ring would cost the consumer more CPU
+                    # per job than the jobs bring in).
+                    pause = looked + RING_SPACING - time.monotonic()
+                    if pause > 0:
+                        self._stop.wait(pause)
+                if self._stop.is_set():
+                    break
+                now = looked = time.monotonic()
+                if now >= next_tick:
+                    next_tick = now + TICK_INTERVAL
+                    if self._on_tick is not None:
+                        self._tick()
+                if now >= next_bell_check:
+                    next_bell_check = now + BELL_CHECK_INTERVAL
+                    self._check_bell()
                 try:
                     version = conn.execute(_sql.DATA_VERSION).fetchone()[0]
                     with self._lock:
@@ -174,6 +218,20 @@ class Watcher:
                         self._notify(sub)
         finally:
             conn.close()
+            with self._lock:
+                listener, self._listener = self._listener, None
+            if listener is not None:
+                listener.close()
+
+    def _check_bell(self) -> None:
+        """Bind a new bell socket if this one's file was removed (taken for a stale one)."""
+        listener = self._listener
+        if listener is None or listener.registered():
+            return
+        fresh = Listener.open(self._path)
+        with self._lock:
+            self._listener = fresh
+        listener.close()
 
     def _tick(self) -> None:
         assert self._on_tick is not None

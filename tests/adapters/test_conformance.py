@@ -8,18 +8,18 @@ same suite from their own test modules (``test_sqliteq_conformance.py``, ...).
 from __future__ import annotations
 
 from varmq.testing import FakeClock, MemoryStorage, QueuesHarness
-from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
+from varmq.testing.conformance import ALL_EXTENSIONS, ASYNC_EXTENSIONS, QueueConformance
 
 
 class TestReferenceStorage(QueueConformance):
     """The reference storage implements every extension protocol: capacity, retries, stats,
-    and the topics of the store.
+    the topics of the store, and adds for coroutines.
 
     Every queue of a test is opened on one ``MemoryStorage`` whose time moves only by
     ``advance``.
     """
 
-    extensions = ALL_EXTENSIONS
+    extensions = (*ALL_EXTENSIONS, *ASYNC_EXTENSIONS)
 
     def make_harness(self) -> QueuesHarness:
         clock = FakeClock()

@@ -8,6 +8,8 @@ queue's "ended" channel.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -101,3 +103,38 @@ def test_every_end_is_published_with_its_job_id_on_the_ended_channel(backend: Ba
         assert heard == [b"gone", b"ok", b"bad"]
     finally:
         pubsub.close()
+
+
+def test_an_ack_that_ends_several_records_tells_every_job_id_to_subscribers(
+    backend: Backend,
+) -> None:
+    queues = backend.queues()
+    q = queues.new_queue("told in one", keep_results=60)
+    raw: redis.Redis = queues._client  # type: ignore[assignment]
+    heard: list[str] = []
+    all_heard = threading.Event()
+
+    def note(job_id: str) -> None:
+        heard.append(job_id)
+        if len(heard) == 3:
+            all_heard.set()
+
+    q.subscribe_records(note)
+    pubsub = raw.pubsub()
+    try:
+        pubsub.subscribe(queue_keys("told in one").records_batch_channel)
+        confirmation = pubsub.get_message(timeout=WAIT)
+        assert confirmation is not None and confirmation["type"] == "subscribe"
+        ids = ['a "quoted" id', "caf\u00e9", "x"]
+        for job_id in ids:
+            assert q.enqueue_dedup(job_id.encode(), job_id)
+        taken = q.dequeue_batch_with_ack_ids(3)
+        assert len(taken) == 3
+        assert q.acknowledge_with_results([(ack_id, b"1") for _, ack_id in taken]) == [True] * 3
+        assert all_heard.wait(WAIT), heard
+        assert sorted(heard) == sorted(ids)
+        message = pubsub.get_message(timeout=WAIT)
+        assert message is not None and json.loads(message["data"]) == ids
+    finally:
+        pubsub.close()
+        queues.close()

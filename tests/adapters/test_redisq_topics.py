@@ -111,6 +111,33 @@ def test_a_publish_follows_bindings_another_process_changed_since_the_last_publi
     assert [e.data for e in _drain(queues.new_queue("second"))] == [2]
 
 
+@pytest.mark.parametrize("message_id", [None, "m-1"])
+def test_a_copy_gives_a_kind_only_to_a_queue_never_opened_or_enqueued_to(
+    backend: Backend, message_id: str | None
+) -> None:
+    queues = backend.queues()
+    word = f"kinds{time.time_ns()}"
+    names = [f"{word}-{part}" for part in ("new", "priority", "used")]
+    priority = queues.new_priority_queue(names[1])  # opened, never enqueued to
+    used = queues.new_priority_queue(names[2])
+    used.enqueue(b"first", 5)
+    assert used.dequeue() == b"first"
+    topics = queues.topics()
+    for name in names:
+        topics.bind(f"{word}.#", name)
+    assert topics.publish(f"{word}.x", "hello", message_id=message_id) == 3
+    assert topics.publish(f"{word}.x", "again") == 3
+    assert {(n, k) for n, k in queues.list_queues() if n in names} == {
+        (names[0], "fifo"),
+        (names[1], "priority"),
+        (names[2], "priority"),
+    }
+    assert [e.data for e in _drain(queues.new_queue(names[0]))] == ["hello", "again"]
+    for q in (priority, used):
+        got = [envelope.decode(p).data for p in iter(q.dequeue, None)]
+        assert got == ["hello", "again"]
+
+
 def test_a_full_blocking_live_subscriber_keeps_every_message_and_never_holds_the_publisher(
     backend: Backend,
 ) -> None:

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import pytest
 
 from varmq.protocols import (
+    IAsyncEnqueue,
     IBatchAcknowledgeable,
     ICapacitySetter,
     ICountedDelivery,
@@ -71,6 +72,11 @@ ALL_EXTENSIONS: tuple[type, ...] = (
     *TOPIC_EXTENSIONS,
 )
 """Every optional protocol the suite knows how to test."""
+
+ASYNC_EXTENSIONS: tuple[type, ...] = (IAsyncEnqueue,)
+"""Adds for coroutines (``enqueue_async`` and its dedup and delayed forms; tests in
+``conformance_async``). Not in ``ALL_EXTENSIONS``: a storage claims them once it has them (the
+reference storage and ``sqliteq`` do)."""
 
 FIFO_KINDS = (QueueKind(False, False), QueueKind(False, True))
 PRIORITY_KINDS = (QueueKind(True, False), QueueKind(True, True))
@@ -169,6 +175,11 @@ def fresh_word() -> str:
 def put(q: Any, kind: QueueKind, item: Any, priority: int = 0) -> bool:
     """Enqueue through the shape of ``enqueue`` that ``kind`` has."""
     return bool(q.enqueue(item, priority) if kind.priority else q.enqueue(item))
+
+
+async def put_async(q: Any, kind: QueueKind, item: Any, priority: int = 0) -> bool:
+    """``put`` through ``enqueue_async``."""
+    return bool(await (q.enqueue_async(item, priority) if kind.priority else q.enqueue_async(item)))
 
 
 def take(q: Any) -> bytes | None:

@@ -49,7 +49,8 @@ protocols left out are skipped; the ones kept are checked with ``isinstance``.
 shares), ``WorkerConformance`` (``conformance_worker``: the worker on this storage) and
 ``RecordConformance`` (``conformance_records``: job records, their outcomes and cancel).
 ``TopicConformance`` (``conformance_topics``: the store's topics, bindings and live
-subscribers).
+subscribers). ``AsyncConformance`` (``conformance_async``: ``enqueue_async`` and its forms, for
+a storage that claims ``IAsyncEnqueue``; add ``ASYNC_EXTENSIONS`` to ``extensions``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from varmq.protocols import (
 from varmq.testing._suite import (
     ALL_EXTENSIONS,
     ALL_KINDS,
+    ASYNC_EXTENSIONS,
     DEFAULT_EXTENSIONS,
     DISTRIBUTED_KINDS,
     FIFO_KINDS,
@@ -90,6 +92,7 @@ from varmq.testing._suite import (
     put,
     take,
 )
+from varmq.testing.conformance_async import AsyncConformance
 from varmq.testing.conformance_checks import CheckConformance
 from varmq.testing.conformance_leases import LeaseConformance
 from varmq.testing.conformance_records import RecordConformance
@@ -100,6 +103,7 @@ from varmq.testing.harness import QueueKind, QueuesHarness, StorageHarness
 
 __all__ = [
     "ALL_EXTENSIONS",
+    "ASYNC_EXTENSIONS",
     "DEFAULT_EXTENSIONS",
     "RECORD_EXTENSIONS",
     "RETRY_EXTENSIONS",
@@ -698,6 +702,7 @@ class BaseConformance(SuiteBase):
 
 class QueueConformance(
     BaseConformance,
+    AsyncConformance,
     RetryConformance,
     LeaseConformance,
     CheckConformance,

@@ -456,6 +456,22 @@ class _QueueBase:
             job_id = check_job_id(self._subject, job_id)
         return self._put(data, rank, job_id, self._delay(delay))
 
+    async def enqueue_dedup_async(
+        self, item: bytes | str, job_id: str, priority: int | None = None
+    ) -> bool:
+        """``enqueue_dedup`` for a coroutine (``IAsyncEnqueue``): memory never blocks a loop."""
+        return self.enqueue_dedup(item, job_id, priority)
+
+    async def enqueue_delayed_async(
+        self,
+        item: bytes | str,
+        delay: float,
+        job_id: str | None = None,
+        priority: int | None = None,
+    ) -> bool:
+        """``enqueue_delayed`` for a coroutine (``IAsyncEnqueue``)."""
+        return self.enqueue_delayed(item, delay, job_id, priority)
+
     def set_capacity(self, capacity: int) -> None:
         """Refuse enqueues into this name once ``capacity`` jobs wait (0: unlimited).
 
@@ -1026,6 +1042,10 @@ class ReferenceQueue(_QueueBase):
         """Store ``item`` last in line; ``False`` when refused (closed, full, fault)."""
         return self._put(item, 0, None)
 
+    async def enqueue_async(self, item: bytes | str) -> bool:
+        """``enqueue`` for a coroutine (``IAsyncEnqueue``)."""
+        return self.enqueue(item)
+
 
 class ReferencePriorityQueue(_QueueBase):
     """A priority queue: implements ``IPersistentPriorityQueue`` and every extension protocol."""
@@ -1033,6 +1053,10 @@ class ReferencePriorityQueue(_QueueBase):
     def enqueue(self, item: bytes | str, priority: int) -> bool:
         """Store ``item`` with ``priority`` (lower first); ``False`` when refused."""
         return self._put(item, self._priority(priority, optional=False), None)
+
+    async def enqueue_async(self, item: bytes | str, priority: int) -> bool:
+        """``enqueue`` for a coroutine (``IAsyncEnqueue``)."""
+        return self.enqueue(item, priority)
 
 
 class ReferenceDistributedQueue(ReferenceQueue):

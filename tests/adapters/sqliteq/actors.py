@@ -8,6 +8,9 @@
 - ``produce PATH LOG``: adds jobs ``p<pid>-<n>`` to ``work`` through sqliteq, one after the
   other; appends ``ok <job id>`` once an add returned ``True`` and ``raised <job id> <error
   type>`` when it raised, prints ``ready`` after its first add, and stops after 20 raises.
+- ``listen PATH``: a varmq worker on the distributed queue ``work`` that can only learn of a
+  job through the doorbell: the watcher's poll and the worker's poll are an hour apart. Prints
+  ``ready`` once subscribed (its bell socket bound) and ``start <job id>`` when a job begins.
 - ``lock PATH SECONDS``: holds the write lock of PATH (``BEGIN IMMEDIATE``) for SECONDS,
   printing ``locked`` once it has it and ``unlocked`` after.
 """
@@ -46,7 +49,11 @@ def work(path: str, log_path: str, lease: float, seconds: float) -> None:
         time.sleep(seconds)  # the job's own work
         log(f"done {job.id} {os.getpid()}")
 
-    worker = varmq.new_worker(run, 1, poll_interval=0.2)
+    _serve(queues, varmq.new_worker(run, 1, poll_interval=0.2), source)
+
+
+def _serve(queues: Any, worker: Any, source: Any) -> None:
+    """Run ``worker`` on ``source``, print ``ready``, stop cleanly on SIGTERM."""
     worker.with_distributed_queue(source)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -81,6 +88,20 @@ def produce(path: str, log_path: str) -> None:
     queues.close()
 
 
+def listen(path: str) -> None:
+    import sqliteq
+    import sqliteq._watch
+    import varmq
+
+    sqliteq._watch.POLL_INTERVAL = 3600.0  # read when the watcher is made: only rings wake it
+    queues = sqliteq.new(path, create=False)
+    source = queues.new_distributed_queue("work")
+    worker = varmq.new_worker(
+        lambda job: print(f"start {job.id}", flush=True), 1, poll_interval=3600
+    )
+    _serve(queues, worker, source)
+
+
 def lock(path: str, seconds: float) -> None:
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN IMMEDIATE")
@@ -97,6 +118,8 @@ if __name__ == "__main__":
         work(target, sys.argv[3], float(sys.argv[4]), float(sys.argv[5]))
     elif role == "produce":
         produce(target, sys.argv[3])
+    elif role == "listen":
+        listen(target)
     elif role == "lock":
         lock(target, float(sys.argv[3]))
     else:

@@ -16,15 +16,15 @@ import pytest
 import sqliteq
 from varmq.protocols import ILiveTopics
 from varmq.testing import FakeWallClock, QueuesHarness
-from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
+from varmq.testing.conformance import ALL_EXTENSIONS, ASYNC_EXTENSIONS, QueueConformance
 
 OUTAGE_BUSY_TIMEOUT = 0.2
 """Seconds the stores of the suite wait for the write lock before a call raises."""
 
 
 class TestSqliteqConformance(QueueConformance):
-    """sqliteq claims every extension: capacity, delays, nacks, dead letters, stats and job
-    records.
+    """sqliteq claims every extension: capacity, delays, nacks, dead letters, stats, job
+    records and adds for coroutines (a writer thread, group commit).
 
     Each queue object gets a ``Queues`` of its own (its own connections), as separate processes
     would have; they share the file and the clock that sqliteq stores deadlines with.
@@ -32,7 +32,7 @@ class TestSqliteqConformance(QueueConformance):
 
     # ILiveTopics (live subscribers across processes) is not planned for SQLite: topics() is
     # IStorageTopics only.
-    extensions = tuple(e for e in ALL_EXTENSIONS if e is not ILiveTopics)
+    extensions = (*(e for e in ALL_EXTENSIONS if e is not ILiveTopics), *ASYNC_EXTENSIONS)
 
     @pytest.fixture(autouse=True)
     def _file(self, tmp_path: Path) -> None:

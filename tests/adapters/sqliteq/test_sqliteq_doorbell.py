@@ -1,0 +1,241 @@
+"""The doorbell: a commit that added jobs wakes the watchers of other processes.
+
+Every watcher here polls once an hour (``POLL_INTERVAL`` and the worker's ``poll_interval``),
+so a job that is noticed within the tests' generous waits was noticed through the bell. The
+process tests use real consumer processes (``actors.py listen``): a killed one leaves its
+socket behind, a stopped one stops reading its socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import signal
+import stat
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import sqliteq
+import sqliteq._doorbell
+import sqliteq._watch
+import varmq
+from tests.adapters.sqliteq.conftest import read_until, spawn_actor
+
+pytestmark = pytest.mark.skipif(not sqliteq._doorbell.SUPPORTED, reason="no AF_UNIX datagrams")
+
+WAIT = 60.0
+"""Seconds a test waits for what the bell should bring within milliseconds (the poll it
+replaces is an hour)."""
+
+
+@pytest.fixture
+def hour_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Watchers made from now on poll once an hour: only the bell wakes them."""
+    monkeypatch.setattr(sqliteq._watch, "POLL_INTERVAL", 3600.0)
+
+
+@pytest.fixture
+def consumers() -> Iterator[list[subprocess.Popen[str]]]:
+    """Consumer processes started by a test, stopped (or killed) after it."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGCONT)
+            process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def listen(
+    path: Path, consumers: list[subprocess.Popen[str]]
+) -> tuple[subprocess.Popen[str], queue.Queue[str]]:
+    """A consumer process on ``work`` that only the bell wakes, once it is subscribed, and the
+    lines it prints from then on, as they come."""
+    process = spawn_actor("listen", str(path))
+    consumers.append(process)
+    read_until(process, "ready")
+    lines: queue.Queue[str] = queue.Queue()
+    assert process.stdout is not None
+    stdout = process.stdout
+
+    def pump() -> None:
+        for line in stdout:
+            lines.put(line.strip())
+
+    threading.Thread(target=pump, daemon=True).start()
+    return process, lines
+
+
+def sockets(path: Path) -> list[str]:
+    directory = Path(sqliteq._doorbell.bell_directory(str(path)))
+    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+
+def new_file(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.db"
+    with sqliteq.new(path) as made:
+        made.new_queue("work")
+    return path
+
+
+def test_a_consumer_process_is_woken_by_the_bell_of_a_producer_process(
+    tmp_path: Path, consumers: list[subprocess.Popen[str]]
+) -> None:
+    path = new_file(tmp_path)
+    _, started = listen(path, consumers)
+    assert len(sockets(path)) == 1
+
+    with sqliteq.new(path) as producer:
+        add = varmq.new_distributed_queue(producer.new_distributed_queue("work")).add
+        assert add(None, job_id="first")
+        assert started.get(timeout=WAIT) == "start first"
+
+
+def test_a_killed_consumers_socket_never_fails_producers_and_is_removed(
+    tmp_path: Path, consumers: list[subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = new_file(tmp_path)
+    killed, _ = listen(path, consumers)
+    [stale] = sockets(path)
+    killed.kill()
+    killed.wait()
+    assert sockets(path) == [stale]  # SIGKILL: nobody removed it
+    monkeypatch.setattr(sqliteq._doorbell, "STALE_AGE", 0.0)  # old enough at once
+    _, started = listen(path, consumers)
+
+    with sqliteq.new(path) as producer:
+        add = varmq.new_distributed_queue(producer.new_distributed_queue("work")).add
+        assert add(None, job_id="first")
+        assert started.get(timeout=WAIT) == "start first"
+        assert stale not in sockets(path)
+        assert len(sockets(path)) == 1  # the live consumer's
+        assert add(None, job_id="second")
+        assert started.get(timeout=WAIT) == "start second"
+
+
+def test_a_stopped_consumer_with_a_full_socket_never_blocks_producers(
+    tmp_path: Path, consumers: list[subprocess.Popen[str]]
+) -> None:
+    path = new_file(tmp_path)
+    consumer, started = listen(path, consumers)
+    consumer.send_signal(signal.SIGSTOP)  # reads nothing: its socket buffer fills up
+    count = 500
+
+    with sqliteq.new(path) as producer:
+        add = varmq.new_distributed_queue(producer.new_distributed_queue("work")).add
+        ids = {f"job-{n}" for n in range(count)}
+        assert all(add(None, job_id=job_id) for job_id in ids)
+        consumer.send_signal(signal.SIGCONT)
+        got = {started.get(timeout=WAIT).split()[1] for _ in range(count)}
+    assert got == ids
+
+
+@pytest.mark.parametrize("depth", [1, 4], ids=["short path", "path too long for sun_path"])
+def test_a_watcher_in_this_process_is_woken_by_another_handle(
+    tmp_path: Path, hour_poll: None, caplog: pytest.LogCaptureFixture, depth: int
+) -> None:
+    directory = tmp_path.joinpath(*(["d" * 30] * (depth - 1)))
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "jobs.db"
+    woken = threading.Event()
+    consumer = sqliteq.new(path)
+    consumer.new_distributed_queue("work").subscribe(lambda message: woken.set())
+    [own] = sockets(path)
+    assert own.startswith(f"{os.getpid()}-")
+
+    with sqliteq.new(path) as producer:
+        assert producer.new_queue("work").enqueue(b"x")
+        assert woken.wait(WAIT)
+    consumer.close()  # interrupts the hour-long wait
+    assert sockets(path) == []  # the socket file goes with its watcher
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("op", ["enqueue", "release", "requeue_dead", "publish"])
+def test_every_commit_that_makes_a_job_takeable_rings(
+    tmp_path: Path, hour_poll: None, op: str
+) -> None:
+    path = new_file(tmp_path)
+    with sqliteq.new(path) as producer, sqliteq.new(path) as consumer:
+        woken = threading.Event()
+        consumer.new_distributed_queue("work").subscribe(lambda message: woken.set())
+        work = producer.new_queue("work")
+        if op == "enqueue":
+            assert work.enqueue(b"x")
+        elif op == "publish":
+            topics = producer.topics()
+            topics.bind("orders.*", "work")
+            assert topics.publish("orders.new", "x") == 1
+        else:
+            assert work.enqueue(b"x")
+            assert woken.wait(WAIT)  # the add rang; neither the take nor the burial will
+            woken.clear()
+            taken = work.dequeue_with_ack_id()
+            assert taken is not None
+            if op == "release":
+                assert work.release(taken[1])
+            else:
+                assert work.dead_letter(taken[1], "failed")
+                assert work.requeue_dead() == 1
+        assert woken.wait(WAIT)
+
+
+@pytest.mark.parametrize("how", ["file in the way", "directory not writable"])
+def test_without_a_bell_directory_watchers_poll_and_nothing_fails(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="sqliteq")
+    directory = tmp_path / "db"
+    directory.mkdir()
+    path = directory / "jobs.db"
+    sqliteq.new(path).close()
+    bell = Path(sqliteq._doorbell.bell_directory(str(path)))
+    if how == "file in the way":
+        bell.write_bytes(b"")
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root may create entries in any directory")
+        directory.chmod(0o555)  # the database file stays writable, the directory does not
+    woken = threading.Event()
+    try:
+        consumer = sqliteq.new(path)
+        consumer.new_distributed_queue("work").subscribe(lambda message: woken.set())
+        other = sqliteq.new(path)
+        other.new_distributed_queue("work").subscribe(lambda message: None)
+        with sqliteq.new(path) as producer:
+            assert producer.new_queue("work").enqueue(b"x")
+            assert woken.wait(WAIT)  # noticed by the poll
+        other.close()
+        consumer.close()
+    finally:
+        directory.chmod(0o755)
+    told = [r for r in caplog.records if "no doorbell" in r.getMessage()]
+    assert len(told) == 1 and told[0].levelno == logging.INFO
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_file_opened_read_only_makes_no_bell(tmp_path: Path) -> None:
+    path = new_file(tmp_path)
+    with sqliteq.new(path, create=False, read_only=True) as reader:
+        reader.new_distributed_queue("work").subscribe(lambda message: None)
+    assert not Path(sqliteq._doorbell.bell_directory(str(path))).exists()
+
+
+def test_whoever_may_write_the_file_may_ring_and_watch(tmp_path: Path) -> None:
+    path = new_file(tmp_path)
+    path.chmod(0o660)  # a group shares the queue
+    with sqliteq.new(path) as consumer:
+        consumer.new_distributed_queue("work").subscribe(lambda message: None)
+        bell = Path(sqliteq._doorbell.bell_directory(str(path)))
+        [own] = bell.iterdir()
+        assert stat.S_IMODE(own.stat().st_mode) == 0o660
+        assert stat.S_IMODE(bell.stat().st_mode) == 0o770
