@@ -464,11 +464,16 @@ class IPersistentPriorityQueue(IPriorityQueue, IAcknowledgeable, Protocol):
 
 @runtime_checkable
 class ISubscribable(Protocol):
-    """Storage that tells subscribers when any process added a job."""
+    """Storage that tells subscribers when any process added a job a consumer may be idle for."""
 
     def subscribe(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback("enqueued")`` whenever a job is added, by any process.
+        """Call ``callback("enqueued")`` when a job is added, by any process, while a consumer
+        may be idle.
 
+        The promise: every add made after a take came back short (fewer jobs than asked for,
+        which is when a worker goes idle) is announced, by itself or by an earlier add made
+        after that take. A storage may stay silent for adds while every consumer's last take
+        came back full (they take again when a slot frees up), and may announce more often.
         Delivery may be lossy (Redis pub/sub is); the worker also polls.
         """
         ...

@@ -2,8 +2,9 @@
 
 An enqueue on a distributed queue publishes "enqueued" on the queue's channel from inside the
 same script that stores the job, so a message is sent only for a job really stored and never
-before it is visible. Every distributed queue of one ``Queues`` shares its one
-:class:`~redisq.pubsub.Listener`.
+before it is visible; a plain add publishes only when a take found the line empty since the
+last announcement ("Wake-ups" in queue.lua), so busy consumers are not woken for every job.
+Every distributed queue of one ``Queues`` shares its one :class:`~redisq.pubsub.Listener`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ class _Notifying(_StoredQueue):
     NOTIFIES = True
 
     def subscribe(self, callback: Callable[[str], None]) -> None:
-        """Call ``callback("enqueued")`` whenever any process adds a job to this queue.
+        """Call ``callback("enqueued")`` when any process adds a job to this queue while a
+        consumer may be idle: the first add after a take (of any object, any process) found
+        the line empty is announced, later ones are not until the next such take; nacks,
+        releases, requeues of dead letters, ``enqueue_many`` and topic copies always are.
 
         Returns once Redis confirmed the subscription. Lossy like Redis pub/sub; after a
         reconnect every callback is called once. Raises

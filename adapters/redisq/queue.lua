@@ -56,6 +56,14 @@ KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}"
                except that an ack ending several records announces them in one message on
   ends         "<q>:ends" (pub/sub): a JSON list of the caller's job ids.
 
+Wake-ups (meta "notified"): add publishes "enqueued" only if it finds the field unset, and
+sets it. take and dequeue delete it whenever they find fewer jobs than they asked for (the line
+is empty). A consumer goes idle only after such a short take, so every add after a consumer
+went idle finds the field unset, or follows an add that did publish after that take, and the
+idle consumer hears "enqueued" (pub/sub being lossy, its poll remains the safety net). The other
+commands that make jobs available (enqueue, enqueue_many, nack, release, requeue_dead) publish
+every time, as before.
+
 Invariant, kept by every command:
   a job id is in exactly one of ready (waiting), delayed (waiting for its due time), the values
   of leased (in flight), or dead (a dead letter, under its dead key);
@@ -91,6 +99,20 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
                                                            capacity jobs wait, -1 the queue is
                                                            of the other kind. Publishes only
                                                            for a job available now
+  add      ARGV[3] kind, ARGV[4] channel ("" = do not publish), ARGV[5] capacity (n; 0 =
+           unlimited), ARGV[6] keep ms (n; 0 = no record), ARGV[7..] triples: priority (n),
+           caller's job id ("" = no dedup), payload (bytes), each available now
+                                                        -> {answer, ...} one per triple, in order,
+                                                           answers as enqueue's (1, 2, 0); -1
+                                                           (not a list) the queue is of the other
+                                                           kind. The producers' group commit:
+                                                           many callers' adds in one call.
+                                                           Publishes "enqueued" only when it
+                                                           stored a job and meta "notified" was
+                                                           unset, and sets it (see Wake-ups).
+                                                           Plain adds (no job ids, capacity 0)
+                                                           may come with KEYS 1, 2, 3, 4, 10
+                                                           only, in that order
   enqueue_many ARGV[3] kind, ARGV[4] priority (n), ARGV[5] channel ("" = do not publish),
            ARGV[6] capacity (n; 0 = unlimited), ARGV[7..] payloads (bytes), in order
                                                         -> how many were stored (the first
@@ -162,6 +184,54 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
 -- effects and keep the call as a no-op.
 if redis.replicate_commands then
   redis.replicate_commands()
+end
+
+-- The plain add, run before the rest of the script defines its functions: the hot path of every
+-- producer. The client sends it only five keys (meta, ready, payloads, priorities, seq: the
+-- fewer keys, the less Redis parses per call) and only adds without a caller's job id under no
+-- capacity (no dedup, no record, no count); any other add comes with all the keys, below.
+if ARGV[1] == 'add' and #KEYS == 5 then
+  if ARGV[5] ~= '0' then
+    return redis.error_reply('redisq: add with five keys takes plain adds only')
+  end
+  for i = 8, #ARGV, 3 do
+    if ARGV[i] ~= '' then
+      return redis.error_reply('redisq: add with five keys takes plain adds only')
+    end
+  end
+  -- One read for the kind and the wake-up flag (the flag is set on most adds).
+  local meta = redis.call('HMGET', KEYS[1], 'kind', 'notified')
+  local kind = meta[1]
+  if not kind then
+    redis.call('HSET', KEYS[1], 'kind', ARGV[3])
+  elseif kind ~= ARGV[3] then
+    return -1
+  end
+  local now
+  if ARGV[2] ~= '' then
+    now = tonumber(ARGV[2])
+  else
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  local count = (#ARGV - 6) / 3
+  local seq = redis.call('INCRBY', KEYS[5], count) - count
+  local out = {}
+  for i = 7, #ARGV, 3 do
+    seq = seq + 1
+    local id = string.format('%015d%016d', now, seq)
+    redis.call('HSET', KEYS[3], id, ARGV[i + 2])
+    if ARGV[i] ~= '0' then
+      redis.call('HSET', KEYS[4], id, ARGV[i])
+    end
+    redis.call('ZADD', KEYS[2], ARGV[i], id)
+    out[#out + 1] = 1
+  end
+  if count > 0 and ARGV[4] ~= '' and not meta[2] then
+    redis.call('HSET', KEYS[1], 'notified', '1')
+    redis.call('PUBLISH', ARGV[4], 'enqueued')
+  end
+  return out
 end
 
 local K_META, K_READY, K_PAYLOADS, K_PRIORITIES, K_ATTEMPTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -619,6 +689,21 @@ local function is_stored(job_id)
   return existing and redis.call('HEXISTS', K_PAYLOADS, existing) == 1
 end
 
+-- Store a new job `id` (not yet in any line: the caller puts it in one) with its priority, and
+-- the caller's job id ("" for none) with a record in `state` when `keep` ms > 0.
+local function store(id, payload, priority, job_id, keep, state, now)
+  redis.call('HSET', K_PAYLOADS, id, payload)
+  if priority ~= '0' then
+    redis.call('HSET', K_PRIORITIES, id, priority)
+  end
+  if job_id ~= '' then
+    link(job_id, id)
+    if keep > 0 then
+      record_new(job_id, state, now, int(keep))
+    end
+  end
+end
+
 local function drop_dead(key)
   redis.call('ZREM', K_DEAD, key)
   redis.call('HDEL', K_DEAD_ITEMS, key)
@@ -653,16 +738,7 @@ elseif command == 'enqueue' then
   end
   local delay = tonumber(ARGV[9])
   local id = new_id(delay > 0 and now + delay or now)
-  redis.call('HSET', K_PAYLOADS, id, payload)
-  if priority ~= '0' then
-    redis.call('HSET', K_PRIORITIES, id, priority)
-  end
-  if job_id ~= '' then
-    link(job_id, id)
-    if keep > 0 then
-      record_new(job_id, delay > 0 and 'delayed' or 'queued', now, int(keep))
-    end
-  end
+  store(id, payload, priority, job_id, keep, delay > 0 and 'delayed' or 'queued', now)
   if delay > 0 then
     redis.call('ZADD', K_DELAYED, now + delay, id)
     return 1
@@ -674,6 +750,37 @@ elseif command == 'enqueue' then
     redis.call('PUBLISH', channel, 'enqueued')
   end
   return 1
+
+elseif command == 'add' then
+  if check_kind(ARGV[3]) ~= ARGV[3] then
+    return -1
+  end
+  local channel, capacity, keep = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6])
+  local now = now_ms()
+  local room = -1 -- unlimited
+  if capacity > 0 then
+    room = math.max(0, capacity - waiting(now))
+  end
+  local out, stored = {}, 0
+  for i = 7, #ARGV, 3 do
+    local priority, job_id = ARGV[i], ARGV[i + 1]
+    if job_id ~= '' and (is_stored(job_id) or record_live(job_id, now)) then
+      out[#out + 1] = 2 -- also a job id stored earlier in this very call
+    elseif room == 0 then
+      out[#out + 1] = 0
+    else
+      local id = new_id(now)
+      store(id, ARGV[i + 2], priority, job_id, keep, 'queued', now)
+      redis.call('ZADD', K_READY, priority, id)
+      room = room - 1
+      stored = stored + 1
+      out[#out + 1] = 1
+    end
+  end
+  if stored > 0 and channel ~= '' and redis.call('HSETNX', K_META, 'notified', '1') == 1 then
+    redis.call('PUBLISH', channel, 'enqueued')
+  end
+  return out
 
 elseif command == 'enqueue_many' then
   if check_kind(ARGV[3]) ~= ARGV[3] then
@@ -706,6 +813,9 @@ elseif command == 'take' then
   promote(now, tonumber(ARGV[6]))
   records_prune(now)
   local popped = redis.call('ZPOPMIN', K_READY, n)
+  if #popped < 2 * n then
+    redis.call('HDEL', K_META, 'notified') -- the line is empty: the next add rings again
+  end
   local deadline = now + lease_ms
   local out = {}
   local leased, counts = {}, {}
@@ -740,6 +850,7 @@ elseif command == 'dequeue' then
   while true do
     local popped = redis.call('ZPOPMIN', K_READY, 1)
     if #popped == 0 then
+      redis.call('HDEL', K_META, 'notified') -- the line is empty: the next add rings again
       return nil
     end
     local payload = redis.call('HGET', K_PAYLOADS, popped[1])

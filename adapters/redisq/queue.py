@@ -13,12 +13,14 @@ anything reaches Redis, by the rules of :mod:`redisq.checks`. The distributed va
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
+from redisq.aio import AsyncAdds, threads
 from redisq.checks import (
     DeadLetterRecord,
     QueueSettings,
@@ -32,6 +34,7 @@ from redisq.checks import (
     error_text,
 )
 from redisq.keys import queue_keys
+from redisq.producer import AddCommand, GroupCommit, Sender, Triple
 from redisq.script import FAILED, ScriptRunner
 
 if TYPE_CHECKING:
@@ -51,6 +54,8 @@ _ENQUEUE_MANY_CHUNK: Final = 1000
 # The most a count the script passes on to a Redis command may be: Lua numbers are doubles,
 # and Redis reads a count beyond 2**53 as no integer at all.
 _MAX_SCRIPT_COUNT: Final = 2**31 - 1
+# The common priorities, encoded once.
+_PRIORITIES: Final = {n: b"%d" % n for n in range(-10, 11)}
 
 
 class _StoredQueue:
@@ -86,6 +91,13 @@ class _StoredQueue:
         # subscribed through the listener, dropped on close.
         self._subscribers_lock = threading.Lock()
         self._listening: list[tuple[str, Callable[[str], None]]] = []
+        # Adds available now go through the group commit of this object (redisq.producer).
+        self._add_command = AddCommand(self._keys.keys, self.KIND, self._channel, self._keep_ms)
+        self._sender = Sender(runner, name, self._add_command)
+        self._group = GroupCommit(self._send_adds)
+        self._async_adds = AsyncAdds(
+            runner, name, self._add_command, self._get_capacity, self._codes, self._send_adds
+        )
 
     def __repr__(self) -> str:
         return f"<redisq.{type(self).__name__} {self._name!r}>"
@@ -136,6 +148,9 @@ class _StoredQueue:
 
     def _store(self, item: Any, priority: int, job_id: str, wait_ms: int = 0) -> bool:
         """Store the checked ``item``; callers check ``priority``, ``job_id`` and the delay."""
+        if wait_ms <= 0:
+            triple = self._triple(item, priority, job_id)
+            return False if self._closed else self._group.add(triple) > 0
         payload = as_bytes(self._subject, item)
         if self._closed:
             return False
@@ -154,6 +169,38 @@ class _StoredQueue:
             self._warn_kind()
             return False
         return result in (1, 2)
+
+    def _triple(self, item: Any, priority: int, job_id: str) -> Triple:
+        """One add as the script's ``add`` takes it; checks ``item``."""
+        payload = item if type(item) is bytes else as_bytes(self._subject, item)
+        return (_PRIORITIES.get(priority) or b"%d" % priority, job_id.encode(), payload)
+
+    async def _store_async(self, item: Any, priority: int, job_id: str, wait_ms: int) -> bool:
+        """:meth:`_store` for a coroutine (redisq.aio); a delayed job through a thread."""
+        if wait_ms > 0:
+            store = self._store
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(threads(), store, item, priority, job_id, wait_ms)
+        triple = self._triple(item, priority, job_id)
+        if self._closed:
+            return False
+        return await self._async_adds.add(triple) > 0
+
+    def _get_capacity(self) -> int:
+        return self._capacity
+
+    def _send_adds(self, triples: list[Triple]) -> list[int]:
+        """One group-commit round: the answer code of each add (1, 2 stored; 0 refused)."""
+        return self._codes(self._sender.send(self._capacity, triples), len(triples))
+
+    def _codes(self, result: Any, n: int) -> list[int]:
+        """The answer code of each of ``n`` adds in the reply of one ``add`` call."""
+        if result is FAILED:
+            return [0] * n
+        if not isinstance(result, list):  # -1: the queue is of the other kind
+            self._warn_kind()
+            return [0] * n
+        return result
 
     def _store_many(self, items: Iterable[Any], priority: int) -> int:
         payloads = [as_bytes(self._subject, item) for item in items]
@@ -220,6 +267,21 @@ class _StoredQueue:
         rank = self._rank(priority)
         dedup = "" if job_id is None else check_job_id(self._subject, job_id)
         return self._store(item, rank, dedup, delay_ms(self._subject, delay))
+
+    async def enqueue_dedup_async(
+        self, item: Any, job_id: str, priority: int | None = None
+    ) -> bool:
+        """:meth:`enqueue_dedup` for a coroutine, without blocking its event loop."""
+        rank = self._rank(priority)
+        return await self._store_async(item, rank, check_job_id(self._subject, job_id), 0)
+
+    async def enqueue_delayed_async(
+        self, item: Any, delay: float, job_id: str | None = None, priority: int | None = None
+    ) -> bool:
+        """:meth:`enqueue_delayed` for a coroutine, without blocking its event loop."""
+        rank = self._rank(priority)
+        dedup = "" if job_id is None else check_job_id(self._subject, job_id)
+        return await self._store_async(item, rank, dedup, delay_ms(self._subject, delay))
 
     # -- taking --------------------------------------------------------------------------
 
@@ -519,6 +581,8 @@ class _StoredQueue:
             listening, self._listening = self._listening, []
         for channel, callback in listening:
             self._listener.unsubscribe(channel, callback)
+        self._sender.close()
+        self._async_adds.close()
 
 
 class Queue(_StoredQueue):
@@ -529,6 +593,11 @@ class Queue(_StoredQueue):
     def enqueue(self, item: Any) -> bool:
         """Store ``item`` (bytes, or str as UTF-8) last in line; ``False`` when refused."""
         return self._store(item, 0, "")
+
+    async def enqueue_async(self, item: Any) -> bool:
+        """:meth:`enqueue` for a coroutine: ``redis.asyncio`` on its event loop, concurrent
+        adds of the loop sent together (:mod:`redisq.aio`)."""
+        return await self._store_async(item, 0, "", 0)
 
     def enqueue_many(self, items: Iterable[Any]) -> int:
         """Store ``items`` last in line, in order, in few round trips; how many were stored.
@@ -549,6 +618,10 @@ class PriorityQueue(_StoredQueue):
     def enqueue(self, item: Any, priority: int) -> bool:
         """Store ``item`` with ``priority`` (an int within +-2**53); ``False`` if refused."""
         return self._store(item, self._priority(priority), "")
+
+    async def enqueue_async(self, item: Any, priority: int) -> bool:
+        """:meth:`enqueue` for a coroutine (see :meth:`Queue.enqueue_async`)."""
+        return await self._store_async(item, self._priority(priority), "", 0)
 
     def enqueue_many(self, items: Iterable[Any], priority: int) -> int:
         """Store ``items`` with one ``priority``, in order, in few round trips; how many.

@@ -11,6 +11,7 @@ into its "nothing" value.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
@@ -23,9 +24,11 @@ from redisq.health import Health
 
 Client: TypeAlias = "Redis | RedisCluster"
 
-__all__ = ["FAILED", "Client", "Failed", "ScriptRunner"]
+__all__ = ["FAILED", "SCRIPT_SHA", "SCRIPT_TEXT", "Client", "Failed", "ScriptRunner"]
 
 SCRIPT_TEXT: Final = importlib.resources.files("redisq").joinpath("queue.lua").read_text("utf-8")
+# The name EVALSHA calls the script by.
+SCRIPT_SHA: Final = hashlib.sha1(SCRIPT_TEXT.encode("utf-8")).hexdigest()
 
 
 class Failed:
@@ -48,6 +51,7 @@ class ScriptRunner:
     """
 
     def __init__(self, client: Client, health: Health, clock: Callable[[], int] | None) -> None:
+        self.client = client
         self._script = client.register_script(SCRIPT_TEXT)
         self._health = health
         self._clock = clock
@@ -59,6 +63,10 @@ class ScriptRunner:
         """Where failures are reported."""
         return self._health
 
+    def now_arg(self) -> str:
+        """The script's ARGV[2]: the ``clock`` hook's time, or "" for the server's ``TIME``."""
+        return "" if self._clock is None else str(int(self._clock()))
+
     def run(self, queue: str, keys: Sequence[str], command: str, *args: bytes | str | int) -> Any:
         """Run ``command`` of the script on ``keys``; :data:`FAILED` once ``Queues`` is closed.
 
@@ -66,10 +74,12 @@ class ScriptRunner:
         """
         if self.closed:
             return FAILED
-        now = "" if self._clock is None else str(int(self._clock()))
+        now = self.now_arg()
         try:
             result = self._script(keys=keys, args=(command, now, *args))
         except FAILURES as exc:
-            raise self._health.failed(queue, command, exc) from exc
+            # The group commit's "add" is what callers know as enqueue.
+            operation = "enqueue" if command == "add" else command
+            raise self._health.failed(queue, operation, exc) from exc
         self._health.ok()
         return result

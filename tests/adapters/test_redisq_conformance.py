@@ -21,11 +21,11 @@ import redisq
 from redisq.script import Client
 from tests.support.redis_server import RedisServer
 from varmq.testing import FakeWallClock, QueuesHarness
-from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance
+from varmq.testing.conformance import ALL_EXTENSIONS, ASYNC_EXTENSIONS, QueueConformance
 from varmq.testing.harness import Outage
 
-# redisq implements every extension, job records (RECORD_EXTENSIONS) included.
-CLAIMED = ALL_EXTENSIONS
+# redisq implements every extension, job records (RECORD_EXTENSIONS) and async adds included.
+CLAIMED = (*ALL_EXTENSIONS, *ASYNC_EXTENSIONS)
 
 # The outage of the real-server run: CLIENT PAUSE ... ALL on a server of the class's own, so
 # commands sent meanwhile are held and, once their client timed out and hung up, dropped (a

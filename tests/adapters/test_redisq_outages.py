@@ -107,6 +107,7 @@ def test_every_call_raises_redis_unavailable_while_redis_is_down_and_works_after
     assert other.enqueue(b"x") and other.values() == [b"x"]
     assert any("answers again" in r.message for r in caplog.records if r.name == "redisq")
     q.subscribe(heard.put)  # the failed subscribe kept nothing: this one is heard once
+    assert q.dequeue_batch_with_ack_ids(10)  # an idle consumer: the next add rings
     producer = stoppable_backend.queues().new_distributed_priority_queue("outage")
     assert producer.enqueue(b"d", 0)
     assert heard.get(timeout=WAIT) == "enqueued"
@@ -171,6 +172,7 @@ def test_subscription_survives_redis_restarting(stoppable_backend: Backend) -> N
     # After a reconnect the listener tells every subscriber to look (messages may be lost).
     assert set(_drain(heard)) == {"enqueued"}
 
+    consumer.dequeue_batch_with_ack_ids(10)  # an idle consumer: the next add rings
     assert producer.enqueue(b"after")
     assert heard.get(timeout=WAIT) == "enqueued"
 
@@ -203,6 +205,8 @@ def test_a_subscriber_that_raises_does_not_silence_the_others(
         heard.clear()
         assert backend.queues().new_distributed_queue("raising").enqueue(b"x")
         assert heard.wait(WAIT)
+        # Take the job: a consumer that found the line empty is rung by the next add.
+        assert q.dequeue_batch_with_ack_ids(2)
     assert sum("raised" in r.message for r in caplog.records if r.name == "redisq") == 1
 
 

@@ -683,6 +683,22 @@ class BaseConformance(SuiteBase):
         assert event.is_set(), "the subscriber heard nothing"
         assert set(heard) == {"enqueued"}
 
+    @kinds(DISTRIBUTED_KINDS)
+    def test_subscriber_hears_every_add_after_a_take_found_the_queue_empty(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        # ISubscribable's promise: a storage may stay silent while consumers are busy, but an
+        # add after a take that came back short (the consumer going idle) is always announced.
+        name = fresh_name()
+        listener, producer = self.open(harness, kind, name), self.open(harness, kind, name)
+        heard = threading.Event()
+        listener.subscribe(lambda action: heard.set() if action == "enqueued" else None)
+        for round_ in range(3):
+            drain(listener)  # its last take finds nothing: an idle consumer
+            heard.clear()
+            assert put(producer, kind, f"job-{round_}".encode())
+            assert heard.wait(WAIT), f"round {round_}: the add after an empty take was not heard"
+
 
 class QueueConformance(
     BaseConformance,
