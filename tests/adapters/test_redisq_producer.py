@@ -290,11 +290,11 @@ def test_async_dedup_delay_and_priority(backend: Backend) -> None:
     assert q.stats()["delayed"] == 1
 
 
+# Real Redis only: fakeredis has no redis.asyncio twin, so its async adds run on a thread.
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
 def test_async_adds_use_redis_asyncio_not_the_blocking_path(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if backend.name != "redis":
-        pytest.skip("fakeredis has no redis.asyncio twin: its adds run on a thread")
     q = backend.queues().new_distributed_queue("native")
 
     def blocking(_triples: list[Triple]) -> list[int]:

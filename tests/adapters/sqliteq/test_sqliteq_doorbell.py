@@ -189,9 +189,10 @@ def test_every_commit_that_makes_a_job_takeable_rings(
         assert woken.wait(WAIT)
 
 
-@pytest.mark.parametrize("how", ["file in the way", "directory not writable"])
+# A directory the process may not write is the same failure to make the bell directory; it
+# cannot be made here for root, who may write anywhere, so the file stands for both.
 def test_without_a_bell_directory_watchers_poll_and_nothing_fails(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, how: str
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="sqliteq")
     directory = tmp_path / "db"
@@ -199,25 +200,17 @@ def test_without_a_bell_directory_watchers_poll_and_nothing_fails(
     path = directory / "jobs.db"
     sqliteq.new(path).close()
     bell = Path(sqliteq._doorbell.bell_directory(str(path)))
-    if how == "file in the way":
-        bell.write_bytes(b"")
-    else:
-        if os.geteuid() == 0:
-            pytest.skip("root may create entries in any directory")
-        directory.chmod(0o555)  # the database file stays writable, the directory does not
+    bell.write_bytes(b"")  # a file in the way of the bell directory
     woken = threading.Event()
-    try:
-        consumer = sqliteq.new(path)
-        consumer.new_distributed_queue("work").subscribe(lambda message: woken.set())
-        other = sqliteq.new(path)
-        other.new_distributed_queue("work").subscribe(lambda message: None)
-        with sqliteq.new(path) as producer:
-            assert producer.new_queue("work").enqueue(b"x")
-            assert woken.wait(WAIT)  # noticed by the poll
-        other.close()
-        consumer.close()
-    finally:
-        directory.chmod(0o755)
+    consumer = sqliteq.new(path)
+    consumer.new_distributed_queue("work").subscribe(lambda message: woken.set())
+    other = sqliteq.new(path)
+    other.new_distributed_queue("work").subscribe(lambda message: None)
+    with sqliteq.new(path) as producer:
+        assert producer.new_queue("work").enqueue(b"x")
+        assert woken.wait(WAIT)  # noticed by the poll
+    other.close()
+    consumer.close()
     told = [r for r in caplog.records if "no doorbell" in r.getMessage()]
     assert len(told) == 1 and told[0].levelno == logging.INFO
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
