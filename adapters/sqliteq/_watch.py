@@ -38,6 +38,11 @@ logger = logging.getLogger("sqliteq")
 # Seconds between two data_version polls: the bound on notification latency when no ring
 # comes (a process without the bell, a lost ring). Read when a Watcher is made.
 POLL_INTERVAL = 0.02
+# Seconds between two polls while the bell is bound and nobody waits for record ends: rings
+# bring adds, so the poll is only the safety net for a lost ring, and a slower one halves an
+# idle consumer's CPU. Record ends do not ring (every ack would wake every watcher), so a
+# watcher with a records subscription keeps POLL_INTERVAL for result_of's sake.
+BELL_POLL_INTERVAL = 0.05
 # Least seconds between two looks woken by rings (see _run).
 RING_SPACING = 0.002
 # Least seconds between two calls of on_tick (a stat of the path): much of an idle tick's
@@ -153,11 +158,13 @@ class Watcher:
         last_version: int | None = None
         warned = False
         next_tick = next_bell_check = looked = time.monotonic()
+        rung_interval = max(self._interval, BELL_POLL_INTERVAL)
+        records_waited = True  # until the subscriptions were read once
         try:
             while not self._stop.is_set():
                 if self._listener is None:
                     self._stop.wait(self._interval)
-                elif self._listener.wait(self._interval):
+                elif self._listener.wait(self._interval if records_waited else rung_interval):
                     # Rung: look at once after a quiet spell, but at most once per
                     # RING_SPACING while rings stream in, so that they are answered in
                     # batches (a look and a take per ring would cost the consumer more CPU
@@ -180,6 +187,7 @@ class Watcher:
                     with self._lock:
                         recheck, self._recheck = self._recheck, False
                         subs = list(self._subs)
+                    records_waited = any(sub.records for sub in subs)
                     if version == last_version and not recheck:
                         continue
                     last_version = version
