@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from . import _sql
+from ._checkpoint import BACKSTOP_PAGES, Checkpointer
 from ._clock import Clock
 from ._doorbell import Ringer
 from ._open import connect, read_only_query
@@ -109,6 +110,11 @@ class Database:
         self._closed = False
         # Wakes the watchers of other processes after a commit that added jobs.
         self._ringer = Ringer(path) if conn is not None else None
+        # Checkpoints the WAL off the commit path (see sqliteq._checkpoint).
+        self._checkpointer: Checkpointer | None = None
+        if conn is not None:
+            conn.execute(_sql.SET_WAL_AUTOCHECKPOINT.format(pages=BACKSTOP_PAGES))
+            self._checkpointer = Checkpointer(path, busy_timeout, self._lock)
         # Conditions already logged; cleared by the next success, so that a condition that
         # comes back is reported again, but a retry loop is reported once.
         self._warned: set[str] = set()
@@ -174,6 +180,8 @@ class Database:
         then would find nothing new and sleep a whole poll interval)."""
         if self._ringer is not None and op.startswith(RINGS):
             self._ringer.ring()
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
 
     def write(self, op: str, body: Callable[[sqlite3.Connection, int], T], default: T) -> T:
         """Like :meth:`transaction`; ``default`` (the "nothing" answer) once closed."""
@@ -214,6 +222,8 @@ class Database:
 
     def close(self) -> None:
         """Close the connections; later operations give their "nothing" answer."""
+        if self._checkpointer is not None:  # first: its thread may wait for self._lock
+            self._checkpointer.close()
         with self._lock, self._read_lock:
             if self._closed:
                 return

@@ -131,6 +131,7 @@ __all__ = [
     "SET_STALL_CREDITED",
     "SET_BUSY_TIMEOUT",
     "SET_SYNCHRONOUS",
+    "SET_WAL_AUTOCHECKPOINT",
     "SET_TEMP_STORE_MEMORY",
     "SET_USER_VERSION",
     "STATS",
@@ -760,6 +761,7 @@ SET_JOURNAL_WAL = "PRAGMA journal_mode = WAL"
 SET_BUSY_TIMEOUT = "PRAGMA busy_timeout = {ms:d}"
 # Per connection; the value is checked against SYNCHRONOUS_LEVELS before formatting.
 SET_SYNCHRONOUS = "PRAGMA synchronous = {level}"
+SET_WAL_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = {pages:d}"
 SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 # Per connection. The claim's "id IN (subquery)" builds a small ephemeral table; in the default
 # temp store each one opens a temporary file, which made a take ten times slower.
