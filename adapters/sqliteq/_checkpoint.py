@@ -24,6 +24,7 @@ import os
 import sqlite3
 import threading
 import weakref
+from collections.abc import Callable
 
 from ._open import connect
 
@@ -44,10 +45,18 @@ _CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
 class Checkpointer:
     """Runs the WAL checkpoints of the file at ``path`` on one thread (see the module)."""
 
-    def __init__(self, path: str, busy_timeout: float, writes: threading.Lock) -> None:
-        """``writes``: the lock this process's write transactions on the file hold."""
+    def __init__(
+        self,
+        path: str,
+        busy_timeout: float,
+        writes: threading.Lock,
+        replaced: Callable[[], str | None],
+    ) -> None:
+        """``writes``: the lock this process's write transactions on the file hold;
+        ``replaced``: why ``path`` no longer names the file opened (``None`` if it does)."""
         self._path = path
         self._writes = writes
+        self._replaced = replaced
         self._busy_timeout = busy_timeout
         self._commits = 0  # since the last wake-up; only the committing thread changes it
         # Protects _thread and _closed; _wake is set to ask for a checkpoint (or the end).
@@ -92,6 +101,8 @@ class Checkpointer:
                 self._wake.clear()
                 if self._closed:
                     return
+                if conn is None and self._replaced() is not None:
+                    continue  # never open (and checkpoint) another file found at the path
                 try:
                     if conn is None:
                         conn = connect(self._path, busy_timeout=self._busy_timeout)

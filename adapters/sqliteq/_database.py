@@ -114,7 +114,7 @@ class Database:
         self._checkpointer: Checkpointer | None = None
         if conn is not None:
             conn.execute(_sql.SET_WAL_AUTOCHECKPOINT.format(pages=BACKSTOP_PAGES))
-            self._checkpointer = Checkpointer(path, busy_timeout, self._lock)
+            self._checkpointer = Checkpointer(path, busy_timeout, self._lock, self.replaced)
         # Conditions already logged; cleared by the next success, so that a condition that
         # comes back is reported again, but a retry loop is reported once.
         self._warned: set[str] = set()
@@ -298,6 +298,15 @@ class Database:
 
     def _check_before_write(self, op: str) -> None:
         """Log if the path names another file now; refuse ``op`` then if it is an add."""
+        # The common case in one stat and no further call (it runs before every write).
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            pass  # replaced() says why
+        else:
+            if (st.st_dev, st.st_ino) == self._file_id:
+                self._replaced_logged = False
+                return
         reason = self.replaced()
         if reason is None:
             self._replaced_logged = False
