@@ -11,8 +11,9 @@ should this thread fall behind), and :meth:`Checkpointer.committed`, called afte
 wakes a thread (``sqliteq:checkpoint``, started by the first call) every :data:`EVERY_COMMITS`
 commits to run ``PRAGMA wal_checkpoint(PASSIVE)`` on its own connection. A passive checkpoint
 takes no write lock: commits go on meanwhile. The WAL restarts from its beginning at the next
-commit once everything in it was copied, as after an automatic checkpoint, so a second, short
-pass copies what was committed during the first with this process's commits held back. A checkpoint
+commit once everything in it was copied, as after an automatic checkpoint, so once the WAL
+holds :data:`RESTART_PAGES` pages a second, short pass copies what was committed during the
+first with this process's commits held back. A checkpoint
 that fails (the file busy, unavailable) is logged and left to the next one or the backstop: the
 commits it would have copied are already safe in the WAL.
 """
@@ -28,12 +29,16 @@ from collections.abc import Callable
 
 from ._open import connect
 
-__all__ = ["BACKSTOP_PAGES", "EVERY_COMMITS", "Checkpointer"]
+__all__ = ["BACKSTOP_PAGES", "EVERY_COMMITS", "RESTART_PAGES", "Checkpointer"]
 
 logger = logging.getLogger("sqliteq")
 
 EVERY_COMMITS = 250
 """Commits between two checkpoints of the thread (about 750 WAL pages of single adds)."""
+
+RESTART_PAGES = 3000
+"""WAL pages (12 MB) from which a checkpoint of the thread also lets the WAL restart from its
+beginning."""
 
 BACKSTOP_PAGES = 8000
 """``wal_autocheckpoint`` of the write connection: the WAL size (pages, 32 MB) at which a
@@ -120,11 +125,14 @@ class Checkpointer:
         """Copy the WAL into the main file, then let the next commit restart the WAL.
 
         The first pass copies the bulk while commits go on. The WAL restarts only once all of it
-        is copied, so the second pass copies what was committed meanwhile (a few pages, most of
-        them copied already) with this process's commits held back; another process committing
-        then only delays the restart to a later checkpoint.
+        is copied, so once the WAL holds ``RESTART_PAGES`` a second pass copies what was
+        committed meanwhile (a few pages, most of them copied already) with this process's
+        commits held back; another process committing then only delays the restart. The second
+        pass syncs both files again (about 1 ms), hence not after every first pass.
         """
-        conn.execute(_CHECKPOINT).fetchall()
+        _, wal_pages, _ = conn.execute(_CHECKPOINT).fetchone()
+        if wal_pages < RESTART_PAGES:
+            return
         with self._writes:
             if not self._closed:
                 conn.execute(_CHECKPOINT).fetchall()

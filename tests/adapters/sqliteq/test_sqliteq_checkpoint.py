@@ -15,19 +15,30 @@ def _checkpoint_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "sqliteq:checkpoint"]
 
 
-def test_many_single_adds_keep_the_wal_short_and_every_job_stored(tmp_path: Path) -> None:
+def _wal_restarts(path: Path) -> int:
+    """The WAL header's checkpoint sequence number: one more each time the WAL restarts."""
+    with path.open("rb") as wal:
+        return int.from_bytes(wal.read(16)[12:16], "big")
+
+
+def test_the_wal_restarts_long_before_the_backstop_and_every_job_stays(tmp_path: Path) -> None:
     path = tmp_path / "jobs.db"
-    adds = 8 * _checkpoint.EVERY_COMMITS
+    wal = tmp_path / "jobs.db-wal"
+    added = 0
     with sqliteq.new(path) as queues:
         q = queues.new_queue("q")
-        for i in range(adds):
-            assert q.enqueue(b"%d" % i)
-        # Each add writes about three pages to the WAL: without checkpoints until the
-        # backstop, the WAL would hold all of them.
-        without_checkpoints = adds * 3 * PAGE
-        assert (tmp_path / "jobs.db-wal").stat().st_size < without_checkpoints / 2
+        assert q.enqueue(b"first")
+        added += 1
+        first = _wal_restarts(wal)
+        # Each add writes about three pages: without the thread, the WAL would restart only
+        # once the backstop's automatic checkpoint runs (after BACKSTOP_PAGES pages).
+        while _wal_restarts(wal) == first and added < 2 * _checkpoint.BACKSTOP_PAGES:
+            assert q.enqueue(b"%d" % added)
+            added += 1
+        assert _wal_restarts(wal) != first
+        assert wal.stat().st_size < _checkpoint.BACKSTOP_PAGES * PAGE
     with sqliteq.new(path) as queues:
-        assert len(queues.new_queue("q")) == adds
+        assert len(queues.new_queue("q")) == added
 
 
 def test_close_stops_the_checkpoint_thread(tmp_path: Path) -> None:
