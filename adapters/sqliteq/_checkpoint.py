@@ -45,6 +45,7 @@ BACKSTOP_PAGES = 8000
 commit checkpoints by itself because the thread fell behind."""
 
 _CHECKPOINT = "PRAGMA wal_checkpoint(PASSIVE)"
+_SET_SYNCHRONOUS = "PRAGMA synchronous = {level:d}"
 
 
 class Checkpointer:
@@ -56,10 +57,15 @@ class Checkpointer:
         busy_timeout: float,
         writes: threading.Lock,
         replaced: Callable[[], str | None],
+        *,
+        synchronous: int,
     ) -> None:
         """``writes``: the lock this process's write transactions on the file hold;
-        ``replaced``: why ``path`` no longer names the file opened (``None`` if it does)."""
+        ``replaced``: why ``path`` no longer names the file opened (``None`` if it does);
+        ``synchronous``: the write connection's ``PRAGMA synchronous`` (0-3), which decides
+        whether a checkpoint syncs the files."""
         self._path = path
+        self._synchronous = synchronous
         self._writes = writes
         self._replaced = replaced
         self._busy_timeout = busy_timeout
@@ -111,6 +117,7 @@ class Checkpointer:
                 try:
                     if conn is None:
                         conn = connect(self._path, busy_timeout=self._busy_timeout)
+                        conn.execute(_SET_SYNCHRONOUS.format(level=self._synchronous))
                     self._checkpoint(conn)
                     self._failing = False
                 except Exception as exc:  # the next checkpoint, or the backstop, copies them

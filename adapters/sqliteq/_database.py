@@ -114,7 +114,11 @@ class Database:
         self._checkpointer: Checkpointer | None = None
         if conn is not None:
             conn.execute(_sql.SET_WAL_AUTOCHECKPOINT.format(pages=BACKSTOP_PAGES))
-            self._checkpointer = Checkpointer(path, busy_timeout, self._lock, self.replaced)
+            # Checkpoints sync the files as the commits' own level says (OFF: not at all).
+            level = int(conn.execute(_sql.READ_SYNCHRONOUS).fetchone()[0])
+            self._checkpointer = Checkpointer(
+                path, busy_timeout, self._lock, self.replaced, synchronous=level
+            )
         # Conditions already logged; cleared by the next success, so that a condition that
         # comes back is reported again, but a retry loop is reported once.
         self._warned: set[str] = set()

@@ -59,3 +59,13 @@ def test_a_file_opened_read_only_starts_no_checkpoint_thread(tmp_path: Path) -> 
     with sqliteq.new(tmp_path / "jobs.db", read_only=True, create=False) as queues:
         assert len(queues.open_queue("q")) == 1
         assert set(_checkpoint_threads()) == before
+
+
+def test_a_file_opened_with_synchronous_off_is_checkpointed_too(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    with sqliteq.new(path, synchronous="OFF") as queues:
+        q = queues.new_queue("q")
+        for _ in range(2 * _checkpoint.EVERY_COMMITS):
+            assert q.enqueue(b"x")
+    with sqliteq.new(path) as queues:
+        assert len(queues.new_queue("q")) == 2 * _checkpoint.EVERY_COMMITS
