@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from . import _sql
+from ._checkpoint import BACKSTOP_PAGES, Checkpointer
 from ._clock import Clock
 from ._doorbell import Ringer
 from ._open import connect, read_only_query
@@ -109,6 +110,15 @@ class Database:
         self._closed = False
         # Wakes the watchers of other processes after a commit that added jobs.
         self._ringer = Ringer(path) if conn is not None else None
+        # Checkpoints the WAL off the commit path (see sqliteq._checkpoint).
+        self._checkpointer: Checkpointer | None = None
+        if conn is not None:
+            conn.execute(_sql.SET_WAL_AUTOCHECKPOINT.format(pages=BACKSTOP_PAGES))
+            # Checkpoints sync the files as the commits' own level says (OFF: not at all).
+            level = int(conn.execute(_sql.READ_SYNCHRONOUS).fetchone()[0])
+            self._checkpointer = Checkpointer(
+                path, busy_timeout, self._lock, self.replaced, synchronous=level
+            )
         # Conditions already logged; cleared by the next success, so that a condition that
         # comes back is reported again, but a retry loop is reported once.
         self._warned: set[str] = set()
@@ -174,6 +184,8 @@ class Database:
         then would find nothing new and sleep a whole poll interval)."""
         if self._ringer is not None and op.startswith(RINGS):
             self._ringer.ring()
+        if self._checkpointer is not None:
+            self._checkpointer.committed()
 
     def write(self, op: str, body: Callable[[sqlite3.Connection, int], T], default: T) -> T:
         """Like :meth:`transaction`; ``default`` (the "nothing" answer) once closed."""
@@ -214,6 +226,8 @@ class Database:
 
     def close(self) -> None:
         """Close the connections; later operations give their "nothing" answer."""
+        if self._checkpointer is not None:  # first: its thread may wait for self._lock
+            self._checkpointer.close()
         with self._lock, self._read_lock:
             if self._closed:
                 return
@@ -288,6 +302,15 @@ class Database:
 
     def _check_before_write(self, op: str) -> None:
         """Log if the path names another file now; refuse ``op`` then if it is an add."""
+        # The common case in one stat and no further call (it runs before every write).
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            pass  # replaced() says why
+        else:
+            if (st.st_dev, st.st_ino) == self._file_id:
+                self._replaced_logged = False
+                return
         reason = self.replaced()
         if reason is None:
             self._replaced_logged = False

@@ -170,6 +170,13 @@ class GroupCommit:
 
 def _store(conn: sqlite3.Connection, now: int, adds: list[Add], lease_clock: Clock) -> list[bool]:
     """Run ``adds`` in order inside the caller's transaction; one answer per add."""
+    if len(adds) == 1 and adds[0].statement is _sql.ENQUEUE and not adds[0].capacity:
+        # The common single add, without the general loop's bookkeeping.
+        add = adds[0]
+        add.params["now"] = now
+        conn.execute(_sql.ENQUEUE, add.params)
+        conn.execute(_sql.BUMP_ENQUEUED_BY, {"queue": add.queue, "count": 1})
+        return [True]
     answers: list[bool] = []
     woken: dict[str, int] = {}
     times: dict[str, int] | None = None  # the times a capacity check binds, read once

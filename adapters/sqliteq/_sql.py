@@ -119,6 +119,7 @@ __all__ = [
     "READ_APPLICATION_ID",
     "READ_USER_VERSION",
     "READ_LEASE_CLOCK",
+    "READ_SYNCHRONOUS",
     "REGISTER_QUEUE",
     "RELEASE",
     "REQUEUE_DEAD",
@@ -131,6 +132,7 @@ __all__ = [
     "SET_STALL_CREDITED",
     "SET_BUSY_TIMEOUT",
     "SET_SYNCHRONOUS",
+    "SET_WAL_AUTOCHECKPOINT",
     "SET_TEMP_STORE_MEMORY",
     "SET_USER_VERSION",
     "STATS",
@@ -760,6 +762,8 @@ SET_JOURNAL_WAL = "PRAGMA journal_mode = WAL"
 SET_BUSY_TIMEOUT = "PRAGMA busy_timeout = {ms:d}"
 # Per connection; the value is checked against SYNCHRONOUS_LEVELS before formatting.
 SET_SYNCHRONOUS = "PRAGMA synchronous = {level}"
+READ_SYNCHRONOUS = "PRAGMA synchronous"
+SET_WAL_AUTOCHECKPOINT = "PRAGMA wal_autocheckpoint = {pages:d}"
 SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 # Per connection. The claim's "id IN (subquery)" builds a small ephemeral table; in the default
 # temp store each one opens a temporary file, which made a take ten times slower.
