@@ -186,6 +186,15 @@ if redis.replicate_commands then
   redis.replicate_commands()
 end
 
+-- Now in integer ms: the test clock's (ARGV[2]), or the server's TIME.
+local function now_ms()
+  if ARGV[2] ~= '' then
+    return tonumber(ARGV[2])
+  end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
 -- The plain add, run before the rest of the script defines its functions: the hot path of every
 -- producer. The client sends it only five keys (meta, ready, payloads, priorities, seq: the
 -- fewer keys, the less Redis parses per call) and only adds without a caller's job id under no
@@ -207,13 +216,7 @@ if ARGV[1] == 'add' and #KEYS == 5 then
   elseif kind ~= ARGV[3] then
     return -1
   end
-  local now
-  if ARGV[2] ~= '' then
-    now = tonumber(ARGV[2])
-  else
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
+  local now = now_ms()
   local count = (#ARGV - 6) / 3
   local seq = redis.call('INCRBY', KEYS[5], count) - count
   local out = {}
@@ -234,6 +237,49 @@ if ARGV[1] == 'add' and #KEYS == 5 then
   return out
 end
 
+-- The plain take, also before the functions: the hot path of every consumer. It serves a queue
+-- that keeps no job records (the records hash does not exist, so neither do ended records to
+-- prune) with no lease expired and no delayed job due, i.e. when the take entry below would
+-- recover, promote and prune nothing; it then does exactly what that entry does. Any other take
+-- falls through to it.
+if ARGV[1] == 'take' and #KEYS == 17 then
+  local now = now_ms()
+  if redis.call('EXISTS', KEYS[15]) == 0 and redis.call('ZCOUNT', KEYS[6], '-inf', now) == 0
+    and redis.call('ZCOUNT', KEYS[11], '-inf', now) == 0 then
+    local n, prefix = tonumber(ARGV[3]), ARGV[5]
+    local popped = redis.call('ZPOPMIN', KEYS[2], n)
+    if #popped < 2 * n then
+      redis.call('HDEL', KEYS[1], 'notified') -- the line is empty: the next add rings again
+    end
+    local deadline = now + tonumber(ARGV[4])
+    local out = {}
+    for j = 1, #popped, 2 do
+      local id = popped[j]
+      local payload = redis.call('HGET', KEYS[3], id)
+      if payload then
+        local token = prefix .. ':' .. redis.call('INCR', KEYS[10]) -- see the take entry
+        redis.call('ZADD', KEYS[6], deadline, token)
+        redis.call('HSET', KEYS[7], token, id)
+        out[#out + 1] = payload
+        out[#out + 1] = token
+        out[#out + 1] = redis.call('HINCRBY', KEYS[5], id, 1)
+      else
+        -- Undeliverable without a payload: forgotten, as forget() does (no records here).
+        redis.call('HDEL', KEYS[4], id)
+        redis.call('HDEL', KEYS[5], id)
+        local job_id = redis.call('HGET', KEYS[9], id)
+        if job_id then
+          redis.call('HDEL', KEYS[9], id)
+          if redis.call('HGET', KEYS[8], job_id) == id then
+            redis.call('HDEL', KEYS[8], job_id)
+          end
+        end
+      end
+    end
+    return out
+  end
+end
+
 local K_META, K_READY, K_PAYLOADS, K_PRIORITIES, K_ATTEMPTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEADLINES, K_LEASED, K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_DELAYED, K_DEAD, K_DEAD_ITEMS, K_DEAD_INFO = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
@@ -244,14 +290,6 @@ local PRUNE_PER_CALL = 100
 -- Ended records kept: set from its ARGV by every command that can end a record.
 local records_limit = 10000
 local ENDED = {succeeded = true, failed = true, dead = true, cancelled = true}
-
-local function now_ms()
-  if ARGV[2] ~= '' then
-    return tonumber(ARGV[2])
-  end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- A new job id for a job that becomes available at `available` (integer ms).
 local function new_id(available)
