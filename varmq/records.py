@@ -219,14 +219,21 @@ def _default(value: Any) -> Any:
     raise TypeError(f"a {type(value).__name__} has no JSON form ({value!r:.60})")
 
 
+# What json.dumps would build on every call with these options; encode() keeps no state, so
+# one encoder serves every thread. None, the value of most jobs, has one answer.
+_RESULT_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), allow_nan=False, ensure_ascii=False, default=_default
+)
+_NULL = b"null"
+
+
 def encode_result(value: Any) -> bytes:
     """``value`` as the JSON bytes a record keeps; raises ``TypeError`` or ``ValueError`` (with
     the reason) for a value JSON cannot hold."""
+    if value is None:
+        return _NULL
     try:
-        text = json.dumps(
-            value, separators=(",", ":"), allow_nan=False, ensure_ascii=False, default=_default
-        )
-        return text.encode("utf-8")
+        return _RESULT_ENCODER.encode(value).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError(f"it holds text that is not valid Unicode ({exc.reason})") from None
     except RecursionError:

@@ -13,7 +13,8 @@ An ended record holds its job id and is kept ``keep_results`` seconds (of the ob
 it) after it ended, and at most ``keep_results_limit`` (of the object that ends it) per queue,
 pruned in the transaction that ends another: the ends are numbered, so the limit keeps the
 records of the last ``keep_results_limit`` ends (one index range, O(records dropped)). A record
-past its time is not read, and is dropped by a later end.
+past its time is not read, and is dropped by a later end (an object drops those at most once a
+second, with the ends it writes then).
 Reads run on the read connection (one statement, one snapshot), so a file opened
 ``read_only=True`` reads records too.
 """
@@ -32,6 +33,9 @@ from ._watch import Watcher
 __all__ = ["JobRecords", "Outcome", "StoredJobRecord"]
 
 LeaseAnswer = Literal["held", "lost", "cancel"]
+
+AGE_PRUNE_EVERY_MS = 1000
+"""How often (adapter clock, ms) an object's ends also drop the records whose time is up."""
 
 # One job leaving the queue: (state, result, error) and the row the statements ending with
 # _sql._SETTLED return: (job_id, attempts, started_at, cancel, keep_ms, enqueued_at).
@@ -57,6 +61,10 @@ class JobRecords:
 
     _lease_ms: int
 
+    # The adapter clock (ms) of this object's last prune by age, and its ends since then.
+    _age_pruned_at: int | None = None
+    _ends_unpruned: int = 0
+
     def _at(self, now: int) -> dict[str, int]:
         """The times a statement binds: ``now`` (wall clock) and ``lease_now`` (lease clock)."""
         return {"now": now, "lease_now": self._db.lease_clock()}
@@ -79,8 +87,14 @@ class JobRecords:
         count = {"queue": name, "count": len(recorded)}
         ended = int(conn.execute(_sql.ADD_ENDS, count).fetchone()[0])
         seq = ended - len(recorded)
-        ages = {"queue": name, "cutoff": now + 1, "scan": len(recorded) + 8}
-        conn.execute(_sql.PRUNE_RECORDS_BY_AGE, ages)
+        self._ends_unpruned += len(recorded)
+        if self._age_pruned_at is None or abs(now - self._age_pruned_at) >= AGE_PRUNE_EVERY_MS:
+            # At most once a second: a record past its time is never read, so dropping it a
+            # moment later changes no answer, and a prune with nothing to drop costs as much as
+            # the record insert. The scan covers this object's ends since its last prune.
+            ages = {"queue": name, "cutoff": now + 1, "scan": self._ends_unpruned + 8}
+            conn.execute(_sql.PRUNE_RECORDS_BY_AGE, ages)
+            self._age_pruned_at, self._ends_unpruned = now, 0
         records = []
         for state, result, error, row in recorded:
             job_id, attempts, started_at, cancel, keep_ms, enqueued_at = row[:6]

@@ -352,3 +352,102 @@ def test_open_url_refuses_another_scheme_naming_the_url(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"'redis://localhost/0'.*sqlite:"):
         sqliteq.open_url("redis://localhost/0")
     assert list(tmp_path.iterdir()) == []
+
+
+# --- CHECK constraints rewritten in place ---------------------------------------------------------
+
+
+def make_file_as_written(path: Path) -> None:
+    """A current-version file as every sqliteq of schema version 6 created it until now: each
+    migration's statements as written, a ready job in queue ``a``."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    for statements in _sql.MIGRATIONS:
+        for statement in statements:
+            conn.execute(statement)
+    conn.execute(_sql.SET_APPLICATION_ID.format(value=_sql.APPLICATION_ID))
+    conn.execute(_sql.SET_USER_VERSION.format(value=_sql.SCHEMA_VERSION))
+    conn.execute("INSERT INTO queues (name, kind) VALUES ('a', 'fifo')")
+    conn.execute(
+        "INSERT INTO jobs (queue, data, job_id, state, enqueued_at, available_at)"
+        " VALUES ('a', x'31', 'kept-id', 'ready', 0, 0)"
+    )
+    conn.close()
+
+
+def table_sql(path: Path) -> dict[str, str]:
+    conn = sqlite3.connect(path)
+    try:
+        found = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'")
+        return {name: sql for name, sql in found}
+    finally:
+        conn.close()
+
+
+def test_a_write_open_replaces_the_state_checks_by_their_equivalents_and_keeps_the_jobs(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.db"
+    make_file_as_written(path)
+    for table, written, _ in _sql.CHECK_REWRITES:
+        assert written in table_sql(path)[table]
+    with sqliteq.new(path, read_only=True, create=False):
+        pass  # a read-only open changes nothing
+    assert all(written in table_sql(path)[t] for t, written, _ in _sql.CHECK_REWRITES)
+
+    with sqliteq.new(path) as queues:
+        q = queues.new_queue("a", keep_results=60)
+        assert q.enqueue_dedup(b"2", "kept-id") is True  # still held by the stored job
+        assert len(q) == 1
+        assert q.enqueue_dedup(b"3", "job-3")
+        taken = q.dequeue_batch_with_attempts(2)
+        assert [data for data, _, _ in taken] == [b"1", b"3"]
+        assert q.acknowledge_with_results([(ack_id, b"1") for _, ack_id, _ in taken])
+        record = q.job_record("job-3")
+        assert record is not None and record["state"] == "succeeded"
+
+    tables = table_sql(path)
+    for table, written, equivalent in _sql.CHECK_REWRITES:
+        assert written not in tables[table] and equivalent in tables[table]
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert conn.execute("PRAGMA user_version").fetchone() == (_sql.SCHEMA_VERSION,)
+        # The constraints still refuse what they refused.
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+            conn.execute(
+                "INSERT INTO jobs (queue, data, state, enqueued_at, available_at)"
+                " VALUES ('a', x'00', 'lost', 0, 0)"
+            )
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
+            conn.execute(
+                "INSERT INTO job_records (queue, job_id, state, keep_ms, enqueued_at,"
+                " finished_at, expires_at, ended_seq) VALUES ('a', 'x', 'queued', 1, 0, 0, 1, 9)"
+            )
+    finally:
+        conn.close()
+    with sqliteq.new(path) as queues:  # the second open finds nothing to rewrite
+        assert queues.new_queue("a").enqueue(b"4")
+    assert table_sql(path) == tables
+
+
+def test_a_file_whose_checks_cannot_be_rewritten_opens_as_it_is_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "jobs.db"
+    make_file_as_written(path)
+    before = table_sql(path)
+    # The jobs table's rewrite goes through, then SQLite refuses the job_records one (an
+    # integer overflow): the savepoint takes the first back too.
+    refusing = (
+        "UPDATE sqlite_master SET sql = :sql WHERE type = 'table' AND name = :name"
+        " AND CASE WHEN :name = 'job_records' THEN abs(-9223372036854775807 - 1) ELSE 1 END"
+    )
+    monkeypatch.setattr(_sql, "REWRITE_TABLE_SQL", refusing)
+    caplog.set_level("INFO", logger="sqliteq")
+    with sqliteq.new(path) as queues:
+        q = queues.new_queue("a")
+        assert q.enqueue(b"2") and len(q) == 2
+    assert table_sql(path) == before
+    said = [r.getMessage() for r in caplog.records if "CHECK constraints" in r.getMessage()]
+    assert len(said) == 1 and str(path) in said[0] and "integer overflow" in said[0]

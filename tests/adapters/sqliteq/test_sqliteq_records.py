@@ -198,3 +198,34 @@ def test_record_statements_use_their_indexes(db_path: Path, clock: FakeWallClock
         assert "SEARCH jobs USING COVERING INDEX jobs_line (queue=?)" in count
     finally:
         conn.close()
+
+
+def test_a_record_whose_time_is_up_is_never_answered_before_a_prune_drops_it(
+    db_path: Path, clock: FakeWallClock
+) -> None:
+    kept = "SELECT job_id FROM job_records ORDER BY job_id"
+    with sqliteq.new(db_path, clock=clock) as store:
+        q = store.new_queue("work", keep_results=0.5)
+
+        def run(job_id: str) -> None:
+            assert q.enqueue_dedup(job_id.encode(), job_id)
+            taken = q.dequeue_with_ack_id()
+            assert taken is not None
+            assert q.acknowledge_with_results([(taken[1], b"1")]) == [True]
+
+        run("a")
+        clock.advance(0.6)
+        run("b")  # within a second of the last prune by age: "a" stays in the file
+        assert rows(db_path, kept) == [("a",), ("b",)]
+        assert q.job_record("a") is None  # but its time is up: it is not read
+        assert q.enqueue_dedup(b"again", "a")  # and its id is free
+        record = q.job_record("a")
+        assert record is not None and record["state"] == "queued"
+        taken = q.dequeue_with_ack_id()
+        assert taken is not None and taken[0] == b"again"
+        assert q.acknowledge_with_results([(taken[1], b"2")]) == [True]  # replaces the old row
+        record = q.job_record("a")
+        assert record is not None and (record["state"], record["result"]) == ("succeeded", b"2")
+        clock.advance(0.5)
+        run("c")  # a second after the last prune by age: the records past their time go
+        assert rows(db_path, kept) == [("c",)]
