@@ -395,7 +395,19 @@ def test_a_write_open_replaces_the_state_checks_by_their_equivalents_and_keeps_t
         pass  # a read-only open changes nothing
     assert all(written in table_sql(path)[t] for t, written, _ in _sql.CHECK_REWRITES)
 
+    # A connection opened before the rewrite (as a process of the previous release holds one)
+    # goes on writing through its prepared statements once the schema changed under it.
+    other = sqlite3.connect(path, isolation_level=None)
+    insert = (
+        "INSERT INTO jobs (queue, data, state, enqueued_at, available_at)"
+        " VALUES ('other', x'00', ?, 0, 0)"
+    )
+    other.execute(insert, ("ready",))
     with sqliteq.new(path) as queues:
+        other.execute(insert, ("done",))
+        with pytest.raises(sqlite3.IntegrityError, match="state = 'ready' OR"):
+            other.execute(insert, ("lost",))
+        other.close()
         q = queues.new_queue("a", keep_results=60)
         assert q.enqueue_dedup(b"2", "kept-id") is True  # still held by the stored job
         assert len(q) == 1
