@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["Envelope", "EnvelopeError", "decode", "encode"]
+__all__ = ["JSON_ENCODER", "Envelope", "EnvelopeError", "decode", "encode"]
 
 # The "status" field is upstream's (Go varmq writes it, always "Created" at enqueue); it is
 # written and accepted so that stored jobs stay readable by both.
@@ -40,8 +40,9 @@ def _default(value: Any) -> Any:
 
 
 # Built once: json.dumps with any non-default argument builds a new encoder on every call, which
-# was a large part of an add's time.
-_ENCODER = json.JSONEncoder(
+# was a large part of an add's time. encode() keeps no state, so it serves every thread; job
+# records encode a result worker's value with it too (records.encode_result).
+JSON_ENCODER = json.JSONEncoder(
     separators=(",", ":"), allow_nan=False, ensure_ascii=False, default=_default
 )
 
@@ -68,7 +69,7 @@ def encode(
     if timeout is not None:
         fields["timeout"] = timeout
     try:
-        return _ENCODER.encode(fields).encode("utf-8")
+        return JSON_ENCODER.encode(fields).encode("utf-8")
     except TypeError as exc:
         raise TypeError(f"data is not JSON-encodable: {exc}") from None
     except UnicodeEncodeError as exc:

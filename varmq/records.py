@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import threading
 import time
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import options as check
+from .envelope import JSON_ENCODER
 from .errors import JobFailedError, JobNotFoundError
 from .job import LOOP_THREAD
 from .protocols import ENDED_STATES, IJobRecords, IRecordSubscribable, StoredJobRecord
@@ -213,18 +213,7 @@ class FollowJobs:
 # -- outcomes as bytes ----------------------------------------------------------------------
 
 
-def _default(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    raise TypeError(f"a {type(value).__name__} has no JSON form ({value!r:.60})")
-
-
-# What json.dumps would build on every call with these options; encode() keeps no state, so
-# one encoder serves every thread. None, the value of most jobs, has one answer.
-_RESULT_ENCODER = json.JSONEncoder(
-    separators=(",", ":"), allow_nan=False, ensure_ascii=False, default=_default
-)
-_NULL = b"null"
+_NULL = b"null"  # None, the value of most jobs, has one answer
 
 
 def encode_result(value: Any) -> bytes:
@@ -233,7 +222,7 @@ def encode_result(value: Any) -> bytes:
     if value is None:
         return _NULL
     try:
-        return _RESULT_ENCODER.encode(value).encode("utf-8")
+        return JSON_ENCODER.encode(value).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError(f"it holds text that is not valid Unicode ({exc.reason})") from None
     except RecursionError:

@@ -344,26 +344,23 @@ def _rewrite_checks(conn: sqlite3.Connection, path: str) -> None:
             changes.append({"name": table, "sql": row[0].replace(written, equivalent)})
     if not changes:
         return
+    version = int(conn.execute(_sql.READ_SCHEMA_VERSION).fetchone()[0])
     conn.execute(_sql.SAVEPOINT_CHECKS)
+    conn.execute(_sql.SET_WRITABLE_SCHEMA.format(value="ON"))
     try:
-        version = int(conn.execute(_sql.READ_SCHEMA_VERSION).fetchone()[0])
-        conn.execute(_sql.SET_WRITABLE_SCHEMA.format(value="ON"))
-        try:
-            conn.executemany(_sql.REWRITE_TABLE_SQL, changes)
-            conn.execute(_sql.SET_SCHEMA_VERSION.format(value=version + 1))
-        finally:
-            conn.execute(_sql.SET_WRITABLE_SCHEMA.format(value="OFF"))
+        conn.executemany(_sql.REWRITE_TABLE_SQL, changes)
+        conn.execute(_sql.SET_SCHEMA_VERSION.format(value=version + 1))
     except sqlite3.DatabaseError as exc:
-        conn.execute(_sql.ROLLBACK_CHECKS)
-        conn.execute(_sql.RELEASE_CHECKS)
+        conn.execute(_sql.ROLLBACK_CHECKS)  # a rewrite that went through is taken back too
         logger.info(
             "%s keeps its CHECK constraints as written (SQLite refused to rewrite "
             "them: %s); every job write checks its state more slowly",
             path,
             exc,
         )
-        return
-    conn.execute(_sql.RELEASE_CHECKS)
+    finally:
+        conn.execute(_sql.SET_WRITABLE_SCHEMA.format(value="OFF"))
+        conn.execute(_sql.RELEASE_CHECKS)
 
 
 def _adopt_lease_clock(
