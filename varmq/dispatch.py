@@ -305,6 +305,9 @@ class Dispatcher:
                 self.metrics.lost += 1
                 continue
             self.in_flight += 1
+            if self.buffer and self.waking == 0 and self.in_flight < self.concurrency:
+                # More taken jobs wait: pass the baton (see taken_locked).
+                self.wake_one_locked()
             return _RUN, source, job
         if self.state is _ACTIVE:
             sources = self.sources
@@ -347,7 +350,11 @@ class Dispatcher:
         """Account a take of up to ``n`` jobs; returns the job for the taker's slot.
 
         ``delivered`` counts what the storage handed out (undecodable items included). The
-        other jobs wait in the buffer, and a slot is woken for each one a free slot can run.
+        other jobs wait in the buffer. One parked slot is woken for them, and each slot that
+        starts a buffered job wakes the next while more wait and a slot is free: the wake-ups
+        are spread over the threads that run the jobs instead of all made here under the lock
+        (where the woken threads would queue on it), and they stop as soon as the running
+        threads take the buffered jobs as fast as they come (short jobs).
         """
         self.reserved -= 1
         source.taken_locked(n, delivered, jobs)
@@ -360,7 +367,7 @@ class Dispatcher:
         if rest:
             self.buffer.extend((source, job) for job in rest)
             source.buffered += len(rest)
-            for _ in range(min(len(rest), self.concurrency - self.in_flight)):
+            if self.waking == 0 and self.in_flight < self.concurrency:
                 self.wake_one_locked()
         return first
 

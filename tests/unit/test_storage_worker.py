@@ -395,6 +395,31 @@ def test_pause_right_after_a_batch_take_still_runs_every_taken_job(
     assert storage.new_queue("q").dequeue_with_ack_id() is not None  # the rest is takeable
 
 
+def test_every_job_of_one_batch_take_runs_at_the_same_time_up_to_the_concurrency(
+    storage, workers
+) -> None:
+    # One take hands out the whole batch; each slot that starts one of its jobs wakes the
+    # next. Jobs that wait for each other therefore all run at once: none waits for a slot.
+    q = storage.new_queue("q")
+    together = threading.Barrier(6, timeout=WAIT)
+    met: list[int] = []
+
+    def meet(job: varmq.Job[int]) -> None:
+        together.wait()
+        met.append(job.data)
+
+    worker = varmq.new_worker(meet, 6, auto_run=False)
+    workers.append(worker)
+    handle = worker.with_persistent_queue(q)
+    for i in range(12):
+        assert handle.add(i)
+    worker.start()
+    assert worker.wait(WAIT)
+    assert sorted(met) == list(range(12))
+    assert not together.broken
+    assert worker.metrics.completed == 12
+
+
 def test_stop_and_wait_lets_running_jobs_acknowledge_before_the_adapter_closes(
     storage, workers
 ) -> None:
