@@ -13,6 +13,7 @@ Everything here is safe to use from any thread. No I/O here.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import heapq
 import itertools
@@ -146,25 +147,33 @@ class MemoryQueue(_Named):
 class MemoryPriorityQueue(_Named):
     """A priority queue in process memory: lower numbers first, FIFO among equals.
 
-    One deque of items per priority that has items waiting (``_buckets``), and a binary heap of
-    those priorities (``_order``, each once). A job costs one deque slot (8 bytes) on top of
-    itself, against a heap key and a dict entry (about 90 bytes) for a heap of all the jobs;
-    queues use a handful of priorities, so the heap stays tiny and the order of equals is the
-    deques' own. Adding and taking change the deque and the heap together, so a lock guards
-    both; it is held for a few C calls only.
+    One deque of items per priority (a *line*), and the lines in priority order. A job costs
+    one deque slot (8 bytes) on top of itself, against a heap key and a dict entry (about 90
+    bytes) for a heap of all the jobs; queues use a handful of priorities, so there are few
+    lines and the order of equals is the deques' own.
+
+    Like :class:`MemoryQueue`, adding to an existing line and taking rely on deque's own
+    atomicity and take no lock: a producer and a consumer that met on a lock at every add
+    and take would convoy on it (each meeting a hand-off of the lock between threads). The
+    lock guards the rare changes of the set of lines: a new priority's line, and dropping empty
+    lines once there are many. The lines in order (``_lines``) are a tuple replaced, never
+    changed, so a taker scans a consistent list without the lock. An add that appended to a
+    line dropped at that moment sees it (the line it appended to is no longer its priority's)
+    and puts what that line still holds back in line; so does the drop, after it, for what was
+    appended before: either way nothing stays in a dropped line.
 
     ``name``, ``retry`` and ``poison_limit`` are as for :class:`MemoryQueue`.
     """
 
-    __slots__ = ("_buckets", "_capacity", "_closed", "_len", "_lock", "_order")
+    __slots__ = ("_by_priority", "_capacity", "_closed", "_lines", "_lock", "_priorities")
 
     def __init__(self, capacity: int = 0, *, name: str | None = None) -> None:
         super().__init__(name)
-        # Guards _buckets, _order and _len.
+        # Guards changes of _by_priority, _priorities and _lines (reads take no lock).
         self._lock = threading.Lock()
-        self._buckets: dict[int, deque[Any]] = {}
-        self._order: list[int] = []
-        self._len = 0
+        self._by_priority: dict[int, deque[Any]] = {}
+        self._priorities: list[int] = []  # sorted; _lines[i] is the line of _priorities[i]
+        self._lines: tuple[deque[Any], ...] = ()
         self._capacity = max(0, capacity)
         self._closed = False
 
@@ -176,54 +185,98 @@ class MemoryPriorityQueue(_Named):
         """Add ``item`` with ``priority``; ``False`` when closed or full."""
         if self._closed:
             return False
-        with self._lock:
-            if self._capacity and self._len >= self._capacity:
-                return False
-            bucket = self._buckets.get(priority)
-            if bucket is None:
-                bucket = self._buckets[priority] = deque()
-                heapq.heappush(self._order, priority)
-            bucket.append(item)
-            self._len += 1
+        line = self._by_priority.get(priority)
+        if line is None or self._capacity:
+            with self._lock:
+                if self._capacity and sum(map(len, self._lines)) >= self._capacity:
+                    return False
+                self._append_locked(item, priority)
+            return True
+        line.append(item)
+        if self._by_priority.get(priority) is not line:  # dropped meanwhile: see the class
+            with self._lock:
+                self._refile_locked(line, priority)
         return True
+
+    def _append_locked(self, item: Any, priority: int) -> None:
+        line = self._by_priority.get(priority)
+        if line is None:
+            if len(self._lines) >= _LINES_KEPT:
+                self._drop_empty_locked()
+            line = self._by_priority[priority] = deque()
+            at = bisect.bisect_left(self._priorities, priority)
+            self._priorities.insert(at, priority)
+            lines = list(self._lines)
+            lines.insert(at, line)
+            self._lines = tuple(lines)
+        line.append(item)
+
+    def _drop_empty_locked(self) -> None:
+        """Drop the lines that are empty (after publishing the rest, refile what reached one)."""
+        kept: list[tuple[int, deque[Any]]] = []
+        dropped: list[tuple[int, deque[Any]]] = []
+        for pair in zip(self._priorities, self._lines, strict=True):
+            (kept if pair[1] else dropped).append(pair)  # one look per line: it may grow
+        if not dropped:
+            return
+        self._priorities = [p for p, _ in kept]
+        self._lines = tuple(line for _, line in kept)
+        for priority, _ in dropped:
+            del self._by_priority[priority]
+        for priority, line in dropped:
+            self._refile_locked(line, priority)
+
+    def _refile_locked(self, line: deque[Any], priority: int) -> None:
+        """Put back in line what an add appended to ``line`` after it was dropped."""
+        while True:
+            try:
+                item = line.popleft()
+            except IndexError:
+                return
+            self._append_locked(item, priority)
 
     def is_empty_and_open(self) -> bool:
         """Whether no item waits and an enqueue now would be accepted."""
-        return not self._len and not self._closed
+        return not any(self._lines) and not self._closed
 
     def dequeue(self) -> Any | None:
         """Pop the item with the lowest priority number, or ``None`` when empty."""
-        with self._lock:
-            order = self._order
-            if not order:
-                return None
-            priority = order[0]
-            bucket = self._buckets[priority]
-            item = bucket.popleft()
-            self._len -= 1
-            if not bucket:
-                heapq.heappop(order)
-                del self._buckets[priority]
-            return item
+        skipped = 0
+        for line in self._lines:
+            if line:
+                try:
+                    return line.popleft()
+                except IndexError:  # another taker emptied it since
+                    pass
+            skipped += 1
+        if skipped >= _LINES_KEPT:
+            with self._lock:
+                self._drop_empty_locked()
+        return None
 
     def __len__(self) -> int:
-        return self._len
+        return sum(map(len, self._lines))
 
     def values(self) -> list[Any]:
         """A snapshot of the waiting items in the order they would be taken."""
-        with self._lock:
-            return [item for p in sorted(self._order) for item in self._buckets[p]]
+        return [item for line in self._lines for item in list(line)]
 
     def purge(self) -> None:
         """Remove every waiting item."""
         with self._lock:
-            self._buckets.clear()
-            self._order.clear()
-            self._len = 0
+            for line in self._lines:
+                line.clear()
+            self._drop_empty_locked()
 
     def close(self) -> None:
         """Refuse further enqueues; waiting items stay and can still be taken."""
         self._closed = True
+
+
+# Lines a priority queue keeps before it drops its empty ones (when a new one is needed, or a
+# take skipped that many empty ones): a queue of a few priorities never drops a line, and one
+# whose priorities keep changing (deadlines, say) scans at most this many empty lines.
+_LINES_KEPT = 32
 
 
 class DelayedJobs:
