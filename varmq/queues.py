@@ -241,18 +241,22 @@ class MemoryPriorityQueue(_Named):
 
     def dequeue(self) -> Any | None:
         """Pop the item with the lowest priority number, or ``None`` when empty."""
+        item = None
         skipped = 0
         for line in self._lines:
             if line:
                 try:
-                    return line.popleft()
+                    item = line.popleft()
+                    break
                 except IndexError:  # another taker emptied it since
                     pass
             skipped += 1
         if skipped >= _LINES_KEPT:
+            # Many empty lines before the first job (or no job): drop them, so that takes
+            # through many priorities in turn scan a bounded number of empty lines.
             with self._lock:
                 self._drop_empty_locked()
-        return None
+        return item
 
     def __len__(self) -> int:
         return sum(map(len, self._lines))

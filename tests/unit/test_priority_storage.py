@@ -75,6 +75,18 @@ def test_priorities_that_keep_changing_keep_order_and_a_bounded_number_of_lines(
     assert queue.is_empty_and_open()
 
 
+def test_taking_through_many_waiting_priorities_drops_the_lines_it_emptied() -> None:
+    queue = MemoryPriorityQueue()
+    for priority in range(1_000):
+        for copy in range(3):
+            assert queue.enqueue((priority, copy), priority)
+    taken = [queue.dequeue() for _ in range(1_500)]
+    assert taken == [(p, c) for p in range(500) for c in range(3)]
+    # 500 priorities are done: no more than LINES_KEPT empty lines are kept before the rest.
+    assert len(queue._lines) <= 500 + LINES_KEPT
+    assert drain(queue) == [(p, c) for p in range(500, 1_000) for c in range(3)]
+
+
 def test_purge_empties_every_line_and_later_adds_work() -> None:
     queue = MemoryPriorityQueue()
     for i in range(100):
