@@ -265,6 +265,12 @@ class Dispatcher:
             return
         self.wake_one_locked()
 
+    def wake_for_buffer_locked(self) -> None:
+        """Wake one parked slot for the buffered jobs, unless one is on its way already or no
+        slot is free (see taken_locked). No state check: taken jobs run in every state."""
+        if self.buffer and self.waking == 0 and self.in_flight < self.concurrency:
+            self.wake_one_locked()
+
     def wake_one_locked(self) -> None:
         if self.idle:
             slot = self.idle.pop()
@@ -305,9 +311,7 @@ class Dispatcher:
                 self.metrics.lost += 1
                 continue
             self.in_flight += 1
-            if self.buffer and self.waking == 0 and self.in_flight < self.concurrency:
-                # More taken jobs wait: pass the baton (see taken_locked).
-                self.wake_one_locked()
+            self.wake_for_buffer_locked()  # more taken jobs may wait: pass the baton
             return _RUN, source, job
         if self.state is _ACTIVE:
             sources = self.sources
@@ -367,8 +371,7 @@ class Dispatcher:
         if rest:
             self.buffer.extend((source, job) for job in rest)
             source.buffered += len(rest)
-            if self.waking == 0 and self.in_flight < self.concurrency:
-                self.wake_one_locked()
+            self.wake_for_buffer_locked()
         return first
 
     def run_started(self, source: Source, job: Job[Any]) -> float:

@@ -13,7 +13,6 @@ Everything here is safe to use from any thread. No I/O here.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import heapq
 import itertools
@@ -165,15 +164,14 @@ class MemoryPriorityQueue(_Named):
     ``name``, ``retry`` and ``poison_limit`` are as for :class:`MemoryQueue`.
     """
 
-    __slots__ = ("_by_priority", "_capacity", "_closed", "_lines", "_lock", "_priorities")
+    __slots__ = ("_by_priority", "_capacity", "_closed", "_lines", "_lock")
 
     def __init__(self, capacity: int = 0, *, name: str | None = None) -> None:
         super().__init__(name)
-        # Guards changes of _by_priority, _priorities and _lines (reads take no lock).
+        # Guards changes of _by_priority and _lines (reads take no lock).
         self._lock = threading.Lock()
         self._by_priority: dict[int, deque[Any]] = {}
-        self._priorities: list[int] = []  # sorted; _lines[i] is the line of _priorities[i]
-        self._lines: tuple[deque[Any], ...] = ()
+        self._lines: tuple[deque[Any], ...] = ()  # _by_priority's lines by priority
         self._capacity = max(0, capacity)
         self._closed = False
 
@@ -204,25 +202,22 @@ class MemoryPriorityQueue(_Named):
             if len(self._lines) >= _LINES_KEPT:
                 self._drop_empty_locked()
             line = self._by_priority[priority] = deque()
-            at = bisect.bisect_left(self._priorities, priority)
-            self._priorities.insert(at, priority)
-            lines = list(self._lines)
-            lines.insert(at, line)
-            self._lines = tuple(lines)
+            self._publish_lines_locked()
         line.append(item)
+
+    def _publish_lines_locked(self) -> None:
+        """Replace ``_lines`` by the lines of ``_by_priority`` in priority order."""
+        by_priority = self._by_priority
+        self._lines = tuple(by_priority[p] for p in sorted(by_priority))
 
     def _drop_empty_locked(self) -> None:
         """Drop the lines that are empty (after publishing the rest, refile what reached one)."""
-        kept: list[tuple[int, deque[Any]]] = []
-        dropped: list[tuple[int, deque[Any]]] = []
-        for pair in zip(self._priorities, self._lines, strict=True):
-            (kept if pair[1] else dropped).append(pair)  # one look per line: it may grow
+        dropped = [(p, line) for p, line in self._by_priority.items() if not line]
         if not dropped:
             return
-        self._priorities = [p for p, _ in kept]
-        self._lines = tuple(line for _, line in kept)
         for priority, _ in dropped:
             del self._by_priority[priority]
+        self._publish_lines_locked()
         for priority, line in dropped:
             self._refile_locked(line, priority)
 
