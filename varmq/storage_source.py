@@ -3,7 +3,8 @@
 :class:`StorageSource` is the worker's side of the storage contract (:mod:`varmq.protocols`) for
 persistent and distributed queues. It takes jobs in batches (one per free slot plus a prefetch),
 decodes their JSON envelopes, keeps their leases alive while they wait or run, and settles each
-run through the storage: an acknowledgement (group-committed, see :class:`_Acks`), a nack with
+run through the storage: an acknowledgement (group-committed, one per take where the jobs of the
+take finish close together: see :mod:`varmq.acks`), a nack with
 a delay, or a dead letter. It also knows when the storage is worth looking at again: after a
 signal, a poll interval after it was found empty, when a back-off after an error ends, or when
 a job this process delayed falls due.
@@ -34,6 +35,7 @@ from concurrent.futures import Executor
 from typing import Any
 
 from . import envelope
+from .acks import Acknowledgements, Take, take_of
 from .errors import (
     AcknowledgeJobError,
     FailedToCastJobError,
@@ -57,7 +59,7 @@ from .protocols import (
 )
 from .records import Records, StorageRecords, encode_error, encode_result
 from .retry import Outcome, after_failure, failure_text
-from .sources import Report, Source, Step
+from .sources import Source, Step
 from .timer import LeaseRenewer
 
 __all__ = ["StorageJob", "StorageSource"]
@@ -76,7 +78,7 @@ _CANCEL_CHECK = 5.0
 class StorageJob(Job[Any]):
     """A job taken from storage: it carries its lease (ack id) and when to renew it."""
 
-    __slots__ = ("ack_id", "cancel_seen", "deadline", "lost", "renew_at", "result")
+    __slots__ = ("ack_id", "cancel_seen", "deadline", "lost", "renew_at", "result", "take")
 
     #: The JSON bytes of a result worker's value, set just before the acknowledgement that
     #: records it (job records only; never set otherwise).
@@ -96,6 +98,8 @@ class StorageJob(Job[Any]):
         self.lost = False
         #: Set once a lease renewal said the job was cancelled by id (job records only).
         self.cancel_seen = False
+        #: The jobs taken with it, while its acknowledgement may wait for them (see acks).
+        self.take: Take | None = None
 
 
 class StorageSource(Source):
@@ -141,14 +145,16 @@ class StorageSource(Source):
         self._lease_lock = threading.Lock()
         self._leases: dict[int, StorageJob] = {}
         self._taken_at = 0.0
-        self._renewer = LeaseRenewer(self.renew_leases, f"{thread_name}:leases:{self.label}")
-        self._acks = _Acks(
+        self._renewer = LeaseRenewer(self._renewal_round, f"{thread_name}:leases:{self.label}")
+        self._acks = Acknowledgements(
             storage,
-            isinstance(storage, IMultiAcknowledgeable),
-            self._report,
-            on_settled,
-            self._results,
+            batched=isinstance(storage, IMultiAcknowledgeable),
+            report=self._report,
+            on_settled=on_settled,
+            on_hold=self._renewer.poke,
+            results=self._results,
         )
+        self._acks_batched = isinstance(storage, IMultiAcknowledgeable) or self._results
 
     # -- selection ---------------------------------------------------------------------------
 
@@ -254,12 +260,14 @@ class StorageSource(Source):
         if lease <= 0:
             return
         renew_at = started + self._renew_period(lease)
+        if self._acks_batched:
+            take_of(jobs, started, lease)
         with self._lease_lock:
             for job in jobs:
                 job.deadline = started + lease
                 job.renew_at = renew_at
                 self._leases[id(job)] = job
-        self._renewer.poke()  # its next renewal may be sooner than it planned
+        self._renewer.poke(renew_at)  # its next renewal may be sooner than it planned
 
     def _renew_period(self, lease: float) -> float:
         """Seconds between two renewals of a lease of ``lease`` seconds."""
@@ -302,10 +310,18 @@ class StorageSource(Source):
             return False
         with self._lease_lock:
             self._leases.pop(id(job), None)
+        self._acks.leave(job, flush=False)  # under the dispatcher's lock: no storage call
         if not job.lost:
             job.lost = True
             self._report(LeaseLostError(job.id, job.ack_id))
         return True
+
+    def _renewal_round(self, now: float) -> float | None:
+        """The renewal thread's work: held acknowledgements whose hold ran out, then leases;
+        when to come back (``None``: nothing is held)."""
+        held = self._acks.send_held(now)
+        renew = self.renew_leases(time.monotonic())
+        return renew if held is None else held if renew is None else min(held, renew)
 
     def renew_leases(self, now: float) -> float | None:
         """Renew the leases that are due; the time of the next renewal (``None``: none held).
@@ -371,6 +387,7 @@ class StorageSource(Source):
         if outcome is Outcome.FAILED or not self.retries:
             if self.records:
                 self._fail(job, error)
+                self._acks.leave(job)
             else:
                 self._acks.send(job)
             return Outcome.FAILED
@@ -378,6 +395,7 @@ class StorageSource(Source):
             self._nack(job, delay)
         else:
             self._bury(job.id, job.ack_id, failure_text(error), error)
+        self._acks.leave(job)
         return outcome
 
     def _keep_result(self, job: StorageJob, value: Any) -> ResultNotJSONError | None:
@@ -414,9 +432,11 @@ class StorageSource(Source):
             released = bool(self.storage.release(job.ack_id))
         except Exception as exc:
             self._report(AcknowledgeJobError(job.id, job.ack_id, exc))
-            return False
-        if not released:
-            self._report(AcknowledgeJobError(job.id, job.ack_id))
+            released = False
+        else:
+            if not released:
+                self._report(AcknowledgeJobError(job.id, job.ack_id))
+        self._acks.leave(job)
         return released
 
     def _nack(self, job: StorageJob, delay: float) -> None:
@@ -518,114 +538,6 @@ class StorageSource(Source):
             "dead": 0,
             "oldest_age": 0.0,
         }
-
-
-class _Acks:
-    """Acknowledgements of one storage queue, group-committed without making anyone wait.
-
-    With ``acknowledge_many``, a finished job's ack id joins the pending batch, and the first
-    thread that finds no flush under way sends every pending id, batch after batch, until none
-    is left; the others go straight on to their next job. ``unacked`` counts ids not sent yet.
-    With ``results`` (a result worker on a queue with job records), every acknowledgement
-    carries its job's result bytes (``job.result``), through ``acknowledge_with_results``.
-    """
-
-    def __init__(
-        self,
-        storage: Any,
-        batched: bool,
-        report: Report,
-        on_settled: Callable[[], None],
-        results: bool = False,
-    ) -> None:
-        self._storage = storage
-        self._results = results
-        self._batched = batched or results  # acknowledge_with_results takes batches
-        self._report = report
-        self._on_settled = on_settled
-        self._acked = isinstance(storage, IAcknowledgeable)
-        # Guards _pending, _flushing and unacked.
-        self._lock = threading.Lock()
-        self._pending: list[StorageJob] = []
-        self._flushing = False
-        self.unacked = 0
-
-    def send(self, job: StorageJob) -> None:
-        """Acknowledge ``job``; failures are reported as :class:`AcknowledgeJobError`."""
-        if not job.ack_id or not self._acked:
-            return
-        if not self._batched:
-            self._settle_one(job)
-        elif self._join(job):
-            self._flush_pending()
-
-    def send_soon(self, job: StorageJob, executor: Executor) -> None:
-        """Like :meth:`send`, but a flush it has to start runs on ``executor``: never blocks."""
-        if not job.ack_id or not self._acked:
-            return
-        if not self._batched:
-            with self._lock:
-                self.unacked += 1
-            executor.submit(self._settle_one, job, True)
-        elif self._join(job):
-            executor.submit(self._flush_pending)
-
-    def _settle_one(self, job: StorageJob, counted: bool = False) -> None:
-        try:
-            outcome: bool | BaseException = bool(self._storage.acknowledge(job.ack_id))
-        except Exception as exc:
-            outcome = exc
-        self._check(job, outcome)
-        if counted:
-            with self._lock:
-                self.unacked -= 1
-            self._on_settled()
-
-    def _join(self, job: StorageJob) -> bool:
-        """Add ``job`` to the pending batch; ``True`` if the caller must flush it."""
-        with self._lock:
-            self._pending.append(job)
-            self.unacked += 1
-            if self._flushing:
-                return False
-            self._flushing = True
-            return True
-
-    def _flush_pending(self) -> None:
-        while True:
-            with self._lock:
-                batch, self._pending = self._pending, []
-                if not batch:
-                    self._flushing = False
-                    break
-            self._flush(batch)
-            with self._lock:
-                self.unacked -= len(batch)
-        self._on_settled()
-
-    def _flush(self, batch: list[StorageJob]) -> None:
-        try:
-            if self._results:
-                answers = self._storage.acknowledge_with_results(
-                    [(j.ack_id, j.result) for j in batch]
-                )
-            else:
-                answers = self._storage.acknowledge_many([j.ack_id for j in batch])
-            results: list[bool | BaseException] = [bool(r) for r in answers]
-            if len(results) != len(batch):
-                raise RuntimeError(
-                    f"acknowledge_many returned {len(results)} results for {len(batch)} ids"
-                )
-        except Exception as exc:
-            results = [exc] * len(batch)
-        for job, outcome in zip(batch, results, strict=True):
-            self._check(job, outcome)
-
-    def _check(self, job: StorageJob, outcome: bool | BaseException) -> None:
-        if outcome is True:
-            return
-        cause = outcome if isinstance(outcome, BaseException) else None
-        self._report(AcknowledgeJobError(job.id, job.ack_id, cause))
 
 
 def _keeps_records(storage: Any) -> bool:

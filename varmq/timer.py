@@ -263,21 +263,30 @@ class LeaseRenewer:
     def __init__(self, renew: Callable[[float], float | None], name: str) -> None:
         self._renew = renew
         self._name = name
-        # Guards _running, _poked and _thread; _cv is notified when a renewal may be due sooner.
-        # _poked is set by every poke, so one that comes while the thread renews (and so does
-        # not wait on _cv) is not lost: the thread looks again before it sleeps.
+        # Guards _running, _poked, _sleeping_until and _thread; _cv is notified when a renewal
+        # may be due sooner. _poked is set by every poke that does not find the thread asleep
+        # until soon enough, so one that comes while the thread renews (and so does not wait
+        # on _cv) is not lost: the thread looks again before it sleeps.
         self._cv = threading.Condition(threading.Lock())
         self._running = False
         self._poked = False
+        # While the thread waits on _cv: when it wakes on its own (inf: only when poked).
+        # -inf while it renews.
+        self._sleeping_until = -math.inf
         self._thread: threading.Thread | None = None
 
-    def poke(self) -> None:
-        """Jobs were taken under a lease: start the thread, or make it look again."""
+    def poke(self, due: float | None = None) -> None:
+        """Jobs were taken under a lease, or something else is due at ``due`` (this process's
+        monotonic clock; ``None``: unknown, look now): start the thread, or make it look
+        again unless it already sleeps until no later than ``due``."""
         with self._cv:
-            self._poked = True
             if self._running:
+                if due is not None and due >= self._sleeping_until > -math.inf:
+                    return  # it wakes by then anyway: no thread hand-off for each take
+                self._poked = True
                 self._cv.notify_all()
                 return
+            self._poked = True
             self._running = True
             thread = threading.Thread(target=self._main, name=self._name, daemon=True)
             self._thread = thread
@@ -300,8 +309,11 @@ class LeaseRenewer:
                 if self._poked:
                     continue  # jobs were tracked while it renewed: their times are not seen yet
                 if next_due is None:
+                    self._sleeping_until = math.inf
                     self._cv.wait()
-                    continue
-                delay = next_due - time.monotonic()
-                if delay > 0:
-                    self._cv.wait(delay)
+                else:
+                    delay = next_due - time.monotonic()
+                    if delay > 0:
+                        self._sleeping_until = next_due
+                        self._cv.wait(delay)
+                self._sleeping_until = -math.inf

@@ -1,4 +1,5 @@
-"""Shared fixtures for the core worker tests: stop every worker a test made, and job gates.
+"""Shared fixtures for the core worker tests: stop every worker a test made, job gates, and a
+reference storage.
 
 Every worker created during a test (by any constructor) is recorded; after the test, every gate
 is opened, every started worker is stopped and waited for, and the test fails if a worker did
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 import varmq
+from varmq.testing import MemoryStorage
 from varmq.worker import BaseWorker
 
 WAIT = 10.0  # seconds any single wait in a test may take before it counts as a hang
@@ -136,6 +138,14 @@ def gate(_gates: list[Gate]) -> Callable[[], Gate]:
 def recorder() -> Recorder:
     """A :class:`Recorder`."""
     return Recorder()
+
+
+@pytest.fixture
+def storage() -> Iterator[MemoryStorage]:
+    """A fresh reference storage (:class:`varmq.testing.MemoryStorage`), closed afterwards."""
+    store = MemoryStorage()
+    yield store
+    store.close()
 
 
 @pytest.fixture

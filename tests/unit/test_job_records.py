@@ -12,7 +12,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,13 +24,6 @@ from varmq.testing import FakeClock, MemoryStorage
 
 WAIT = 10.0
 Gate = Any  # the conftest's gate: fn (the job function), open(), wait_started(n), started
-
-
-@pytest.fixture
-def storage() -> Iterator[MemoryStorage]:
-    store = MemoryStorage()
-    yield store
-    store.close()
 
 
 def _never_async(*args: Any) -> Any:

@@ -12,7 +12,6 @@ import itertools
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,13 +22,6 @@ from varmq.testing import MemoryStorage
 
 WAIT = 10.0
 UTC = datetime.timezone.utc
-
-
-@pytest.fixture
-def storage() -> Iterator[MemoryStorage]:
-    store = MemoryStorage()
-    yield store
-    store.close()
 
 
 def _schedule(every: float | None = None, cron: str | None = None) -> Schedule:

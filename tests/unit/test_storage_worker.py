@@ -25,13 +25,6 @@ WAIT = 5.0
 
 
 @pytest.fixture
-def storage() -> Iterator[MemoryStorage]:
-    store = MemoryStorage()
-    yield store
-    store.close()
-
-
-@pytest.fixture
 def workers() -> Iterator[list[Any]]:
     made: list[Any] = []
     yield made
