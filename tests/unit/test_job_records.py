@@ -452,11 +452,15 @@ def test_an_in_memory_result_keeps_the_value_as_it_is_and_errors_as_text() -> No
 def test_an_in_memory_running_job_is_cancelled_by_id_plain_and_async() -> None:
     saw: list[str] = []
     started = threading.Event()
+    # Set once the function saw its cancel: the plain function's thread runs on after the
+    # record says "cancelled", so the next round must not start before it got there.
+    observed = threading.Event()
 
     def plain(job: varmq.Job[str]) -> None:
         started.set()
         if job.cancelled.wait(WAIT):
             saw.append("plain")
+        observed.set()
 
     async def coroutine(job: varmq.Job[str]) -> None:
         started.set()
@@ -465,9 +469,12 @@ def test_an_in_memory_running_job_is_cancelled_by_id_plain_and_async() -> None:
         except asyncio.CancelledError:
             saw.append("async")
             raise
+        finally:
+            observed.set()
 
     for fn in (plain, coroutine):
         started.clear()
+        observed.clear()
         worker = varmq.new_worker(fn, 1)  # type: ignore[arg-type]
         queue = worker.bind_queue(keep_results=60)
         queue.add("x", job_id="job-1")
@@ -477,6 +484,7 @@ def test_an_in_memory_running_job_is_cancelled_by_id_plain_and_async() -> None:
             queue.result_of("job-1", timeout=WAIT)
         record = queue.job("job-1")
         assert record is not None and record.state == "cancelled" and record.cancel_requested
+        assert observed.wait(WAIT)
         assert worker.wait(WAIT)
         worker.stop_and_wait(WAIT)
     assert saw == ["plain", "async"]
