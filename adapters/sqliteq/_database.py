@@ -108,8 +108,11 @@ class Database:
         self._read_lock = threading.Lock()
         self._read_conn = read_conn
         self._closed = False
-        # Wakes the watchers of other processes after a commit that added jobs.
+        # Wakes the watchers of other processes after a commit that added jobs, and those that
+        # follow record ends after a commit that ended records.
         self._ringer = Ringer(path) if conn is not None else None
+        # Set by ended_records() inside the transaction under way (guarded by _lock).
+        self._ended_records = False
         # Checkpoints the WAL off the commit path (see sqliteq._checkpoint).
         self._checkpointer: Checkpointer | None = None
         if conn is not None:
@@ -162,6 +165,7 @@ class Database:
                             self._blocked_since = asked
                         self._blocked_until = self.lease_clock()
                     raise
+                self._ended_records = False
                 try:
                     since, self._blocked_since = self._blocked_since, None
                     if since is None or self._gap(asked):
@@ -179,11 +183,19 @@ class Database:
             self._after_commit(op)
             return result
 
+    def ended_records(self) -> None:
+        """The transaction under way ends job records: its commit rings the watchers that
+        follow record ends (``result_of`` waits), wherever they are."""
+        self._ended_records = True
+
     def _after_commit(self, op: str) -> None:
         """The one hook after a committed write transaction (never before: a watcher woken
         then would find nothing new and sleep a whole poll interval)."""
-        if self._ringer is not None and op.startswith(RINGS):
-            self._ringer.ring()
+        if self._ringer is not None:
+            if op.startswith(RINGS):
+                self._ringer.ring()
+            elif self._ended_records:
+                self._ringer.ring(ends_only=True)
         if self._checkpointer is not None:
             self._checkpointer.committed()
 

@@ -9,6 +9,12 @@ transaction that made jobs takeable (an add, a release, a requeue, a topic publi
 committed, its process sends one byte to every socket in that directory. Ringing before the
 commit would be useless: the woken watcher would find nothing and sleep a whole interval.
 
+A watcher that follows job record ends (a ``result_of`` wait in its process) binds its socket
+as ``<pid>-<random>.ends.sock`` instead: a commit that ended records (an acknowledgement, a
+failure, a dead letter or a cancel of a queue with ``keep_results``) rings those sockets only,
+so a waiting process hears of the end at once, and the other watchers are not woken by every
+acknowledgement. Older releases ring every ``.sock`` on adds and poll for ends, as before.
+
 The bell is only a hint. The poll stays as the safety net, so a lost ring costs what it cost
 without the bell (one interval) and never a job:
 
@@ -40,7 +46,7 @@ import stat
 import threading
 import time
 
-__all__ = ["BELL_SUFFIX", "RELIST_INTERVAL", "Listener", "Ringer", "bell_directory"]
+__all__ = ["BELL_SUFFIX", "ENDS_SUFFIX", "RELIST_INTERVAL", "Listener", "Ringer", "bell_directory"]
 
 logger = logging.getLogger("sqliteq")
 
@@ -51,6 +57,9 @@ RELIST_INTERVAL = 0.5
 """Seconds between two looks of a ringer at the bell directory."""
 
 SOCKET_SUFFIX = ".sock"
+ENDS_SUFFIX = ".ends" + SOCKET_SUFFIX
+"""How the socket name of a watcher that follows record ends ends: commits that ended records
+ring such sockets, and only those (other watchers are not woken by every acknowledgement)."""
 # A socket that refuses rings is removed only if it is older than this (seconds): younger, it
 # may be one that another process is binding right now (the file exists a moment before the
 # socket answers).
@@ -105,6 +114,7 @@ class Listener:
     def __init__(self, sock: socket.socket, path: str) -> None:
         self._sock = sock
         self.path = path  # the socket file, removed by close()
+        self.ends = path.endswith(ENDS_SUFFIX)  # rung by record ends too
         self._inode = os.stat(path).st_ino
         # close() interrupts a wait through this pair (no need for the bell directory).
         self._wake_r, self._wake_w = socket.socketpair()
@@ -116,14 +126,14 @@ class Listener:
         self._closed = False
 
     @classmethod
-    def open(cls, db_path: str) -> Listener | None:
+    def open(cls, db_path: str, *, ends: bool = False) -> Listener | None:
         """Bind a new socket in ``db_path``'s bell directory; ``None`` (logged once) where
-        the bell cannot be set up."""
+        the bell cannot be set up. ``ends``: rung by commits that ended job records too."""
         if not SUPPORTED:
             _log_fallback(db_path, "this platform has no Unix datagram sockets")
             return None
         directory = bell_directory(db_path)
-        name = f"{os.getpid()}-{secrets.token_hex(6)}{SOCKET_SUFFIX}"
+        name = f"{os.getpid()}-{secrets.token_hex(6)}{ENDS_SUFFIX if ends else SOCKET_SUFFIX}"
         dir_fd: int | None = None
         sock: socket.socket | None = None
         bound: str | None = None  # the socket file made, removed again if setting up fails
@@ -227,8 +237,9 @@ class Ringer:
         self._next_look = 0.0  # time.monotonic() of the next look at the directory
         self._closed = False
 
-    def ring(self) -> None:
-        """Send one ring to every watcher listed; never raises, never blocks."""
+    def ring(self, *, ends_only: bool = False) -> None:
+        """Send one ring to every watcher listed (``ends_only``: to those that follow record
+        ends); never raises, never blocks."""
         with self._lock:
             if self._closed:
                 return
@@ -239,6 +250,8 @@ class Ringer:
             if not self._targets or self._sock is None:
                 return
             for name, address in list(self._targets.items()):
+                if ends_only and not name.endswith(ENDS_SUFFIX):
+                    continue
                 try:
                     self._sock.sendto(_RING, address)
                 except (BlockingIOError, InterruptedError):

@@ -119,6 +119,7 @@ class JobRecords:
                 )
             )
         conn.executemany(_sql.ADD_ENDED_RECORD, records)
+        self._db.ended_records()
         upto = ended - self._keep_results_limit
         if upto > 0:  # ends are numbered from 1: below the limit, nothing to drop
             conn.execute(_sql.PRUNE_RECORDS_OLDEST, {"queue": name, "upto": upto})

@@ -7,7 +7,8 @@ commits and costs no page read. Only after a change does it read the per-queue `
 counters (one small table) and call the callbacks of queues whose counter grew. Record
 subscribers (``subscribe_records``) work alike on the per-queue ``ended`` counters: after one
 grew, the thread reads the job ids that ended since (one range of ``job_records_ended``) and
-calls ``callback(job_id)`` for each.
+calls ``callback(job_id)`` for each. From the first records subscription on, the thread's bell
+socket is an ends one, rung by commits that ended records as well as by adds.
 
 The thread waits on the doorbell (:mod:`sqliteq._doorbell`) between two polls: a process
 that committed new jobs rings it, and the thread looks at once instead of at its next poll.
@@ -40,8 +41,9 @@ logger = logging.getLogger("sqliteq")
 POLL_INTERVAL = 0.02
 # Seconds between two polls while the bell is bound and nobody waits for record ends: rings
 # bring adds, so the poll is only the safety net for a lost ring, and a slower one halves an
-# idle consumer's CPU. Record ends do not ring (every ack would wake every watcher), so a
-# watcher with a records subscription keeps POLL_INTERVAL for result_of's sake.
+# idle consumer's CPU. Record ends ring only watchers with a records subscription, and a
+# ringer sees a new socket only at its next look at the bell directory (RELIST_INTERVAL), so
+# such a watcher keeps POLL_INTERVAL as its safety net.
 BELL_POLL_INTERVAL = 0.05
 # Least seconds between two looks woken by rings (see _run).
 RING_SPACING = 0.002
@@ -95,6 +97,8 @@ class Watcher:
         self._recheck = False
         self._thread: threading.Thread | None = None
         self._listener: Listener | None = None  # the bell socket, while the thread runs
+        # A records subscription came: the thread binds its bell socket again as an ends one.
+        self._follow_ends = False
         self._stop = threading.Event()
 
     def subscribe(
@@ -112,13 +116,17 @@ class Watcher:
                 return
             self._subs.append(_Subscription(queue, callback, owner, baseline, records=records))
             self._recheck = True
+            if records and not self._follow_ends:
+                self._follow_ends = True
+                if self._listener is not None:
+                    self._listener.interrupt()  # the thread swaps its socket for an ends one
             if self._thread is None:
                 conn = connect(
                     self._path, busy_timeout=self._busy_timeout, uri_query=self._uri_query
                 )
                 conn.execute(_sql.SET_QUERY_ONLY)
                 # Bound before subscribe returns: a commit after it rings this process.
-                self._listener = Listener.open(self._path) if self._bell else None
+                self._listener = Listener.open(self._path, ends=records) if self._bell else None
                 self._thread = threading.Thread(
                     target=self._run, args=(conn,), name="sqliteq:watch", daemon=True
                 )
@@ -179,7 +187,7 @@ class Watcher:
                     next_tick = now + TICK_INTERVAL
                     if self._on_tick is not None:
                         self._tick()
-                if now >= next_bell_check:
+                if now >= next_bell_check or self._follows_ends_late():
                     next_bell_check = now + BELL_CHECK_INTERVAL
                     self._check_bell()
                 try:
@@ -231,12 +239,18 @@ class Watcher:
             if listener is not None:
                 listener.close()
 
-    def _check_bell(self) -> None:
-        """Bind a new bell socket if this one's file was removed (taken for a stale one)."""
+    def _follows_ends_late(self) -> bool:
+        """Whether a records subscription came since the bell socket was bound as a plain one."""
         listener = self._listener
-        if listener is None or listener.registered():
+        return listener is not None and self._follow_ends and not listener.ends
+
+    def _check_bell(self) -> None:
+        """Bind a new bell socket if this one's file was removed (taken for a stale one), or
+        if it must now be rung by record ends too."""
+        listener = self._listener
+        if listener is None or (listener.registered() and not self._follows_ends_late()):
             return
-        fresh = Listener.open(self._path)
+        fresh = Listener.open(self._path, ends=self._follow_ends)
         with self._lock:
             self._listener = fresh
         listener.close()

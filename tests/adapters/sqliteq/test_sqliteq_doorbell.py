@@ -1,4 +1,5 @@
-"""The doorbell: a commit that added jobs wakes the watchers of other processes.
+"""The doorbell: a commit that added jobs wakes the watchers of other processes, and one that
+ended job records wakes the watchers that follow record ends.
 
 Every watcher here polls once an hour (``POLL_INTERVAL`` and the worker's ``poll_interval``),
 so a job that is noticed within the tests' generous waits was noticed through the bell. The
@@ -15,8 +16,10 @@ import signal
 import stat
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -232,3 +235,75 @@ def test_whoever_may_write_the_file_may_ring_and_watch(tmp_path: Path) -> None:
         [own] = bell.iterdir()
         assert stat.S_IMODE(own.stat().st_mode) == 0o660
         assert stat.S_IMODE(bell.stat().st_mode) == 0o770
+
+
+# -- record ends ------------------------------------------------------------------------------
+
+
+def _end(work: Any, how: str) -> None:
+    """End ``job-1``, stored in ``work``, ``how``."""
+    if how == "cancel":
+        assert work.cancel("job-1")
+        return
+    [(_, ack_id, _)] = work.dequeue_batch_with_attempts(1)
+    if how in ("acknowledge", "acknowledge without records"):
+        assert work.acknowledge_many([ack_id]) == [True]
+    elif how == "fail":
+        assert work.fail(ack_id, b'{"type": "KeyError"}')
+    else:
+        assert work.dead_letter_with_error(ack_id, "failed", b'{"type": "KeyError"}')
+
+
+@pytest.mark.parametrize(
+    "how", ["acknowledge", "fail", "dead_letter", "cancel", "acknowledge without records"]
+)
+def test_a_commit_that_ends_records_rings_only_the_sockets_that_follow_ends(
+    tmp_path: Path, how: str
+) -> None:
+    path = new_file(tmp_path)
+    plain = sqliteq._doorbell.Listener.open(str(path))
+    ends = sqliteq._doorbell.Listener.open(str(path), ends=True)
+    assert plain is not None and ends is not None
+    try:
+        with sqliteq.new(path) as producer:
+            kept = 0 if how == "acknowledge without records" else 60
+            work = producer.new_queue("kept", keep_results=kept)
+            assert work.enqueue_dedup(b"x", "job-1")  # an add rings every socket
+            assert plain.wait(WAIT) and ends.wait(WAIT)
+            _end(work, how)
+            # A ring is sent before the call that committed returns: none pending, none sent.
+            assert not plain.wait(0)
+            assert ends.wait(0) is (kept > 0)
+    finally:
+        plain.close()
+        ends.close()
+
+
+def test_a_records_subscription_hears_an_end_through_another_handle_at_once(
+    tmp_path: Path, hour_poll: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Ringers look at the bell directory before every ring (not every half second), so the
+    # swapped socket is rung at the first commit after the swap.
+    monkeypatch.setattr(sqliteq._doorbell, "RELIST_INTERVAL", 0.0)
+    path = new_file(tmp_path)
+    told: queue.Queue[str] = queue.Queue()
+    with sqliteq.new(path) as waiting, sqliteq.new(path) as working:
+        # First a plain subscription, heard once (the watcher has looked, and its periodic
+        # check of its socket is seconds away): the socket is swapped for an ends one when
+        # the records subscription comes.
+        woken = threading.Event()
+        waiting.new_distributed_queue("work").subscribe(lambda message: woken.set())
+        [plain] = sockets(path)
+        assert not plain.endswith(sqliteq._doorbell.ENDS_SUFFIX)
+        assert working.new_queue("work").enqueue(b"x")
+        assert woken.wait(WAIT)
+        waiting.new_queue("kept", keep_results=60).subscribe_records(told.put)
+        deadline = time.monotonic() + WAIT
+        while sockets(path) == [plain] and time.monotonic() < deadline:
+            time.sleep(0.01)  # the watcher thread swaps its socket: no event tells when
+        [swapped] = sockets(path)
+        assert swapped.endswith(sqliteq._doorbell.ENDS_SUFFIX)
+        work = working.new_queue("kept", keep_results=60)
+        assert work.enqueue_dedup(b"x", "job-1")
+        _end(work, "acknowledge")
+        assert told.get(timeout=WAIT) == "job-1"  # an hour's poll: only the bell brings it
