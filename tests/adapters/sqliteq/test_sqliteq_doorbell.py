@@ -298,11 +298,13 @@ def test_a_records_subscription_hears_an_end_through_another_handle_at_once(
         assert working.new_queue("work").enqueue(b"x")
         assert woken.wait(WAIT)
         waiting.new_queue("kept", keep_results=60).subscribe_records(told.put)
+        # The watcher thread binds the ends socket, then removes the plain one; no event
+        # tells when it is done.
         deadline = time.monotonic() + WAIT
-        while sockets(path) == [plain] and time.monotonic() < deadline:
-            time.sleep(0.01)  # the watcher thread swaps its socket: no event tells when
-        [swapped] = sockets(path)
-        assert swapped.endswith(sqliteq._doorbell.ENDS_SUFFIX)
+        while len(swapped := sockets(path)) != 1 or swapped == [plain]:
+            assert time.monotonic() < deadline, swapped
+            time.sleep(0.01)
+        assert swapped[0].endswith(sqliteq._doorbell.ENDS_SUFFIX)
         work = working.new_queue("kept", keep_results=60)
         assert work.enqueue_dedup(b"x", "job-1")
         _end(work, "acknowledge")
