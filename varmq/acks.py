@@ -77,7 +77,8 @@ class Acknowledgements:
     ) -> None:
         self._storage = storage
         self._results = results
-        self._batched = batched or results  # acknowledge_with_results takes batches
+        #: Whether acknowledgements go in batches (then the jobs of a take may wait together).
+        self.batched = batched or results  # acknowledge_with_results takes batches
         self._report = report
         self._on_settled = on_settled
         self._on_hold = on_hold
@@ -98,7 +99,7 @@ class Acknowledgements:
         :class:`AcknowledgeJobError`."""
         if not job.ack_id or not self._acked:
             self.leave(job)
-        elif not self._batched:
+        elif not self.batched:
             self.leave(job, flush=False)
             self._settle_one(job)
         elif self._join(job):
@@ -109,7 +110,7 @@ class Acknowledgements:
         if not job.ack_id or not self._acked:
             self.leave(job, flush=False)
             return
-        if not self._batched:
+        if not self.batched:
             with self._lock:
                 self._left_locked(job)
                 self.unacked += 1

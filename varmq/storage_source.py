@@ -154,7 +154,6 @@ class StorageSource(Source):
             on_hold=self._renewer.poke,
             results=self._results,
         )
-        self._acks_batched = isinstance(storage, IMultiAcknowledgeable) or self._results
 
     # -- selection ---------------------------------------------------------------------------
 
@@ -260,7 +259,7 @@ class StorageSource(Source):
         if lease <= 0:
             return
         renew_at = started + self._renew_period(lease)
-        if self._acks_batched:
+        if self._acks.batched:
             take_of(jobs, started, lease)
         with self._lease_lock:
             for job in jobs:
