@@ -100,8 +100,7 @@ class Acknowledgements:
         if not job.ack_id or not self._acked:
             self.leave(job)
         elif not self.batched:
-            self.leave(job, flush=False)
-            self._settle_one(job)
+            self._settle_one(job)  # one id per call: no take waits (see take_of)
         elif self._join(job):
             self._flush_pending()
 
@@ -112,7 +111,6 @@ class Acknowledgements:
             return
         if not self.batched:
             with self._lock:
-                self._left_locked(job)
                 self.unacked += 1
             executor.submit(self._settle_one, job, True)
         elif self._join(job):
@@ -123,9 +121,7 @@ class Acknowledgements:
         lost): its take has one job fewer to wait for. With ``flush``, acknowledgements that
         waited for it are sent now, in this thread; without, by their hold's end."""
         with self._lock:
-            if not self._left_locked(job) or not flush:
-                return
-            if not self._pending or self._flushing:
+            if not (self._left_locked(job) and flush and self._pending and not self._flushing):
                 return
             self._flushing = True
         self._flush_pending()
@@ -159,23 +155,20 @@ class Acknowledgements:
 
     def _join(self, job: StorageJob) -> bool:
         """Add ``job`` to the pending batch; ``True`` if the caller must send the batch."""
-        hold = 0.0
         with self._lock:
             take = job.take
             last = self._left_locked(job)
             self._pending.append(job)
             self.unacked += 1
             if self._flushing:
-                return False
-            if take is not None and not last and time.monotonic() < take.hold_until:
-                if take.hold_until < self._held_until:
-                    self._held_until = hold = take.hold_until
-                else:
-                    return False
-            else:
+                return False  # the call under way sends it next
+            if take is None or last or time.monotonic() >= take.hold_until:
                 self._flushing = True
                 return True
-        self._on_hold(hold)  # outside the lock: it wakes another thread
+            if take.hold_until >= self._held_until:
+                return False  # an earlier hold's end sends it too
+            self._held_until = take.hold_until
+        self._on_hold(take.hold_until)  # outside the lock: it wakes another thread
         return False
 
     def _settle_one(self, job: StorageJob, counted: bool = False) -> None:

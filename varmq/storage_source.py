@@ -318,9 +318,8 @@ class StorageSource(Source):
     def _renewal_round(self, now: float) -> float | None:
         """The renewal thread's work: held acknowledgements whose hold ran out, then leases;
         when to come back (``None``: nothing is held)."""
-        held = self._acks.send_held(now)
-        renew = self.renew_leases(time.monotonic())
-        return renew if held is None else held if renew is None else min(held, renew)
+        due = (self._acks.send_held(now), self.renew_leases(time.monotonic()))
+        return min((at for at in due if at is not None), default=None)
 
     def renew_leases(self, now: float) -> float | None:
         """Renew the leases that are due; the time of the next renewal (``None``: none held).

@@ -7,7 +7,7 @@ commits and costs no page read. Only after a change does it read the per-queue `
 counters (one small table) and call the callbacks of queues whose counter grew. Record
 subscribers (``subscribe_records``) work alike on the per-queue ``ended`` counters: after one
 grew, the thread reads the job ids that ended since (one range of ``job_records_ended``) and
-calls ``callback(job_id)`` for each. From the first records subscription on, the thread's bell
+calls ``callback(job_id)`` for each. While it has a records subscription, the thread's bell
 socket is an ends one, rung by commits that ended records as well as by adds.
 
 The thread waits on the doorbell (:mod:`sqliteq._doorbell`) between two polls: a process
@@ -97,8 +97,6 @@ class Watcher:
         self._recheck = False
         self._thread: threading.Thread | None = None
         self._listener: Listener | None = None  # the bell socket, while the thread runs
-        # A records subscription came: the thread binds its bell socket again as an ends one.
-        self._follow_ends = False
         self._stop = threading.Event()
 
     def subscribe(
@@ -116,10 +114,8 @@ class Watcher:
                 return
             self._subs.append(_Subscription(queue, callback, owner, baseline, records=records))
             self._recheck = True
-            if records and not self._follow_ends:
-                self._follow_ends = True
-                if self._listener is not None:
-                    self._listener.interrupt()  # the thread swaps its socket for an ends one
+            if records and self._listener is not None and not self._listener.ends:
+                self._listener.interrupt()  # the thread swaps its socket for an ends one
             if self._thread is None:
                 conn = connect(
                     self._path, busy_timeout=self._busy_timeout, uri_query=self._uri_query
@@ -187,7 +183,7 @@ class Watcher:
                     next_tick = now + TICK_INTERVAL
                     if self._on_tick is not None:
                         self._tick()
-                if now >= next_bell_check or self._follows_ends_late():
+                if now >= next_bell_check:
                     next_bell_check = now + BELL_CHECK_INTERVAL
                     self._check_bell()
                 try:
@@ -196,6 +192,8 @@ class Watcher:
                         recheck, self._recheck = self._recheck, False
                         subs = list(self._subs)
                     records_waited = any(sub.records for sub in subs)
+                    if self._listener is not None and self._listener.ends != records_waited:
+                        self._rebind_bell(ends=records_waited)
                     if version == last_version and not recheck:
                         continue
                     last_version = version
@@ -239,18 +237,19 @@ class Watcher:
             if listener is not None:
                 listener.close()
 
-    def _follows_ends_late(self) -> bool:
-        """Whether a records subscription came since the bell socket was bound as a plain one."""
-        listener = self._listener
-        return listener is not None and self._follow_ends and not listener.ends
-
     def _check_bell(self) -> None:
-        """Bind a new bell socket if this one's file was removed (taken for a stale one), or
-        if it must now be rung by record ends too."""
+        """Bind a new bell socket if this one's file was removed (taken for a stale one)."""
         listener = self._listener
-        if listener is None or (listener.registered() and not self._follows_ends_late()):
+        if listener is not None and not listener.registered():
+            self._rebind_bell(ends=listener.ends)
+
+    def _rebind_bell(self, *, ends: bool) -> None:
+        """Replace the bell socket by a new one, an ends one (rung by record ends too) or not:
+        the first records subscription came, or the last one went."""
+        listener = self._listener
+        if listener is None:
             return
-        fresh = Listener.open(self._path, ends=self._follow_ends)
+        fresh = Listener.open(self._path, ends=ends)
         with self._lock:
             self._listener = fresh
         listener.close()
