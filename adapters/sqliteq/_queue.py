@@ -274,21 +274,37 @@ class StoredQueue(DeadLetterShelf):
         if not settled:
             return []
         refused = [False] * len(settled)
-        statement = _sql.ACK_DELETE if self._remove_on_complete else _sql.ACK_DONE
+        keep_done = not self._remove_on_complete
+        tokens = list(dict.fromkeys(ack_id for ack_id, _ in settled if isinstance(ack_id, str)))
 
         def body(conn: sqlite3.Connection, now: int) -> list[bool]:
+            # What each settled lease returned, by token: a few statements for the whole batch.
+            found: dict[str, Any] = {}
+            lease_now = self._db.lease_clock()
+            if keep_done:
+                params = {"queue": self._name, "now": now, "lease_now": lease_now}
+                for token in tokens:
+                    params["token"] = token
+                    found[token] = conn.execute(_sql.ACK_DONE, params).fetchone()
+            else:
+                for start in range(0, len(tokens), _sql.ACK_CHUNK):
+                    chunk = tokens[start : start + _sql.ACK_CHUNK]
+                    size = _sql.padded_size(len(chunk))
+                    padded = chunk + chunk[-1:] * (size - len(chunk))  # IN finds it once
+                    rows = conn.execute(
+                        _sql.acknowledge_leases(size), [self._name, lease_now, *padded]
+                    )
+                    for row in rows:
+                        found[row[0]] = row[1:]
             results = []
             ends: list[Outcome] = []
             for ack_id, result in settled:
-                if not isinstance(ack_id, str):
-                    results.append(False)
-                    continue
-                params = {"token": ack_id, "queue": self._name, **self._at(now)}
-                row = conn.execute(statement, params).fetchone()
+                # pop: an id given twice is acknowledged once, as two statements would do.
+                row = found.pop(ack_id, None) if isinstance(ack_id, str) else None
                 results.append(row is not None)
-                if row is not None:
+                if row is not None and row[4] is not None:  # keep_ms: the job has a record
                     ends.append(("succeeded", result, None, row))
-            if not self._remove_on_complete and any(results):
+            if keep_done and any(results):
                 self._keep_done(conn, now, sum(results))
             self._end_records(conn, now, ends)
             return results

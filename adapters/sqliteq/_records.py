@@ -83,10 +83,10 @@ class JobRecords:
         if not recorded:
             return
         name = self._name
-        # One statement numbers the ends of this transaction: they are seq + 1 .. ended.
+        # One statement numbers the ends of this transaction: they are seq .. ended.
         count = {"queue": name, "count": len(recorded)}
         ended = int(conn.execute(_sql.ADD_ENDS, count).fetchone()[0])
-        seq = ended - len(recorded)
+        seq = ended - len(recorded) + 1
         self._ends_unpruned += len(recorded)
         if self._age_pruned_at is None or abs(now - self._age_pruned_at) >= AGE_PRUNE_EVERY_MS:
             # At most once a second: a record past its time is never read, so dropping it a
@@ -95,30 +95,29 @@ class JobRecords:
             ages = {"queue": name, "cutoff": now + 1, "scan": self._ends_unpruned + 8}
             conn.execute(_sql.PRUNE_RECORDS_BY_AGE, ages)
             self._age_pruned_at, self._ends_unpruned = now, 0
-        records = []
-        for state, result, error, row in recorded:
+        # One list of rows per kind of end, each for its statement (see _sql.ADD_RESULT_RECORD).
+        results: list[tuple[Any, ...]] = []
+        plain: list[tuple[Any, ...]] = []
+        errors: list[tuple[Any, ...]] = []
+        for state, outcome, error, row in recorded:
             job_id, attempts, started_at, cancel, keep_ms, enqueued_at = row[:6]
-            if state == "failed" and cancel:
-                state = "cancelled"
+            common = (name, job_id, keep_ms, enqueued_at, attempts, started_at, now, seq, cancel)
             seq += 1
-            records.append(
-                (
-                    name,
-                    job_id,
-                    state,
-                    keep_ms,
-                    enqueued_at,
-                    attempts,
-                    started_at,
-                    now,
-                    now + keep_ms,
-                    seq,
-                    1 if cancel else 0,
-                    result,
-                    error,
-                )
-            )
-        conn.executemany(_sql.ADD_ENDED_RECORD, records)
+            if state != "succeeded":
+                if state == "failed" and cancel:
+                    state = "cancelled"
+                errors.append((*common, None if error is None else bytearray(error), state))
+            elif outcome is None:
+                plain.append(common)
+            else:
+                results.append((*common, bytearray(outcome)))
+        for statement, rows in (
+            (_sql.ADD_RESULT_RECORD, results),
+            (_sql.ADD_SUCCEEDED_RECORD, plain),
+            (_sql.ADD_ERROR_RECORD, errors),
+        ):
+            if rows:
+                conn.executemany(statement, rows)
         self._db.ended_records()
         upto = ended - self._keep_results_limit
         if upto > 0:  # ends are numbered from 1: below the limit, nothing to drop
@@ -235,7 +234,7 @@ class JobRecords:
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
             params = {"token": ack_id, "queue": self._name, **self._at(now)}
-            row = conn.execute(_sql.ACK_DELETE, params).fetchone()
+            row = conn.execute(_sql.SETTLE_FAILED, params).fetchone()
             if row is None:
                 return False
             self._end_records(conn, now, [("failed", None, detail, row)])

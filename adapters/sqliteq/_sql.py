@@ -1,8 +1,10 @@
 """Every SQL statement sqliteq runs, the schema, and its migrations: the one place SQL lives.
 
-No I/O here. Each statement is a named constant; the comment above it names the index it
-relies on. Parameters are always bound by name (``:queue``, ``:now``), never interpolated, so
-a queue name may be any text.
+No I/O here. Each statement is a named constant, or, where a batch is settled in one
+statement, made from a constant template for a few batch sizes (:func:`acknowledge_leases`);
+the comment above it names the index it relies on. Parameters are always bound, by name
+(``:queue``, ``:now``) or by number (``?1``), never interpolated, so a queue name may be any
+text.
 
 Layout (schema version 6)
     ``queues``  one row per queue name: its kind (``fifo`` or ``priority``); ``enqueued``, a
@@ -70,9 +72,16 @@ Invariants
 
 from __future__ import annotations
 
+import functools
+
 __all__ = [
-    "ACK_DELETE",
+    "ACK_CHUNK",
     "ACK_DONE",
+    "ADD_ERROR_RECORD",
+    "ADD_RESULT_RECORD",
+    "ADD_SUCCEEDED_RECORD",
+    "acknowledge_leases",
+    "padded_size",
     "ADD_DEAD",
     "ADD_DEAD_LETTER",
     "ADD_DONE",
@@ -143,7 +152,6 @@ __all__ = [
     "TOPIC_BINDINGS",
     "UNBIND_TOPIC",
     "VALUES_TAKEABLE",
-    "ADD_ENDED_RECORD",
     "ADD_ENDS",
     "CANCEL_JOB",
     "ENDED_COUNT",
@@ -154,6 +162,7 @@ __all__ = [
     "QUEUE_ENDS",
     "READ_RECORD",
     "SETTLE_CANCELLED",
+    "SETTLE_FAILED",
     "SWEEP_CANCELLED",
     "TAKE_DEAD_RECORD",
     "CHECK_REWRITES",
@@ -621,13 +630,46 @@ lease_token = :token AND queue = :queue AND state = 'leased' AND lease_until > :
 # What a settle that ends a job returns, for its record (version 6).
 _SETTLED = "RETURNING job_id, attempts, started_at, cancel, keep_ms, enqueued_at"
 
-# jobs_lease. Also ``fail``: the job leaves the queue.
-ACK_DELETE = f"DELETE FROM jobs WHERE {_LIVE_LEASE} {_SETTLED}"
+# jobs_lease: a job that failed for good (``fail``) leaves the queue.
+SETTLE_FAILED = f"DELETE FROM jobs WHERE {_LIVE_LEASE} {_SETTLED}"
 
-# jobs_lease.
+# jobs_lease. With remove_on_complete=False the job is kept as done. One statement a token:
+# RETURNING sees the row as the UPDATE left it, without its token.
 ACK_DONE = f"""
 UPDATE jobs SET state = 'done', lease_token = NULL, lease_until = NULL, finished_at = :now
 WHERE {_LIVE_LEASE} {_SETTLED}"""
+
+ACK_CHUNK = 32
+"""The most lease tokens one acknowledgement statement settles."""
+
+# jobs_lease, one probe per token: the jobs leased under any of the tokens ?3, ?4, ... of queue
+# ?1, with leases alive at ?2 (lease clock), leave the queue (remove_on_complete, the default).
+# One statement for a batch instead of one per token: a statement costs the sqlite3 module a
+# call, a binding and a step (the GIL let go and taken back) whatever it does. RETURNING gives
+# the token with what _SETTLED gives, so each id's answer is found whatever the order of the
+# rows. The statement comes in a few sizes (padded_size), which the connection's statement cache
+# keeps prepared.
+_ACK_LEASES = """
+DELETE FROM jobs
+WHERE lease_token IN ({tokens}) AND queue = ?1 AND state = 'leased' AND lease_until > ?2
+RETURNING lease_token, job_id, attempts, started_at, cancel, keep_ms, enqueued_at"""
+
+
+@functools.cache
+def acknowledge_leases(tokens: int) -> str:
+    """The acknowledgement of ``tokens`` lease tokens (a size :func:`padded_size` gives):
+    parameters ``(queue, lease_now, *tokens)``."""
+    return _ACK_LEASES.format(tokens=", ".join(f"?{3 + i}" for i in range(tokens)))
+
+
+def padded_size(count: int) -> int:
+    """The statement size for ``count`` (1 to :data:`ACK_CHUNK`) lease tokens: the next power of
+    two; the caller repeats a token to fill it (``IN`` finds it once)."""
+    size = 1
+    while size < count:
+        size *= 2
+    return size
+
 
 # jobs_lease.
 EXTEND_LEASE = f"""
@@ -846,14 +888,27 @@ SELECT 1, state, enqueued_at, attempts, started_at, finished_at, expires_at, can
 FROM job_records WHERE queue = :queue AND job_id = :job_id
 ORDER BY 1"""
 
-# The job_records primary key: the ended record of a job. OR REPLACE: a record of the id whose
-# time is up but that was not dropped yet (a kept one holds the id, so it is never replaced).
-# Positional parameters, in the column order: bound from a tuple per record, for a whole batch.
-ADD_ENDED_RECORD = """
+# The job_records primary key: the ended record of a job, for executemany over a batch. OR
+# REPLACE: a record of the id whose time is up but that was not dropped yet (a kept one holds the
+# id, so it is never replaced). Bound by number: ?1 queue, ?2 job_id, ?3 keep_ms, ?4 enqueued_at,
+# ?5 attempts, ?6 started_at, ?7 finished_at (now), ?8 ended_seq, ?9 cancel_requested, then what
+# the kind of end varies. The expiry is computed here, and what a kind of end always writes is a
+# literal: every bound value costs the sqlite3 module a conversion, and a None or a bytes value
+# also a failed adapter lookup (on CPython 3.11 an AttributeError formatted and cleared, about
+# 0.35 us each), so an acknowledgement binds no None, and the outcome's bytes go as a
+# bytearray, bound as it is.
+_ADD_RECORD = """
 INSERT OR REPLACE INTO job_records
-    (queue, job_id, state, keep_ms, enqueued_at, attempts, started_at, finished_at, expires_at,
-     ended_seq, cancel_requested, result, error)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+    (queue, job_id, keep_ms, enqueued_at, attempts, started_at, finished_at, expires_at,
+     ended_seq, cancel_requested, state, result, error)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7 + ?3, ?8, ?9, {outcome})"""
+
+# Succeeded with a result worker's value (?10).
+ADD_RESULT_RECORD = _ADD_RECORD.format(outcome="'succeeded', ?10, NULL")
+# Succeeded without a value (an acknowledgement without one, a take for good).
+ADD_SUCCEEDED_RECORD = _ADD_RECORD.format(outcome="'succeeded', NULL, NULL")
+# Failed, dead or cancelled (?11), with its error or None (?10).
+ADD_ERROR_RECORD = _ADD_RECORD.format(outcome="?11, NULL, ?10")
 
 # The job_records primary key: a requeued dead letter takes its own kept "dead" record back (the
 # record is its job's row again, with the record's keep_ms).

@@ -583,6 +583,37 @@ class BaseConformance(SuiteBase):
         assert q.acknowledge_many([]) == []
         assert q.values() == [b"c"]
 
+    @kinds(ALL_KINDS)
+    def test_acknowledge_many_answers_each_id_of_a_large_batch(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        # More ids than a storage may settle in one statement, in another order than taken,
+        # with unknown and repeated ids among them.
+        self.require(IMultiAcknowledgeable)
+        q = self.open(harness, kind)
+        count = 70
+        for i in range(count):
+            assert put(q, kind, str(i).encode())
+        taken = []
+        for _ in range(count - 1):  # one job stays waiting
+            got = q.dequeue_with_ack_id()
+            assert got is not None
+            taken.append(got[1])
+        ids: list[str] = []
+        expected: list[bool] = []
+        for i, ack_id in enumerate(reversed(taken)):
+            ids.append(ack_id)
+            expected.append(True)
+            if i % 9 == 0:
+                ids.append(f"no-such-ack-id-{i}")
+                expected.append(False)
+            if i % 13 == 0:
+                ids.append(ack_id)
+                expected.append(False)
+        assert q.acknowledge_many(ids) == expected
+        assert q.values() == [str(count - 1).encode()]
+        assert q.acknowledge_many(taken[:3]) == [False, False, False]
+
     # -- dedup -------------------------------------------------------------------------------------
 
     @kinds(ALL_KINDS)

@@ -490,6 +490,36 @@ class RecordConformance(SuiteBase):
                 result,
             )
 
+    @kinds(ALL_KINDS)
+    def test_a_large_batch_of_results_records_each_job_with_its_own_result(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        # More pairs than a storage may settle in one statement, taken in one order and
+        # acknowledged in another, with refused pairs among them: each answer and each record
+        # belongs to its own pair.
+        q = self.records(harness, kind)
+        count = 70
+        for i in range(count):
+            assert _add(q, kind, b"x", f"job-{i}")
+        taken = [take_one(q)[1] for _ in range(count)]
+        pairs: list[tuple[str, bytes]] = []
+        expected: list[bool] = []
+        for i in reversed(range(count)):
+            pairs.append((taken[i], str(i).encode()))
+            expected.append(True)
+            if i % 9 == 0:
+                pairs.append((f"no-such-ack-id-{i}", b"x"))
+                expected.append(False)
+            if i % 13 == 0:
+                pairs.append((taken[i], b"again"))  # a second settle of the same lease
+                expected.append(False)
+        assert q.acknowledge_with_results(pairs) == expected
+        for i in range(count):
+            record = q.job_record(f"job-{i}")
+            assert record is not None
+            assert (record["state"], record["result"]) == ("succeeded", str(i).encode())
+        assert len(q) == 0
+
     # -- what a kept record holds, and for how long ------------------------------------------
 
     @kinds(ALL_KINDS)
