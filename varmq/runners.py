@@ -260,12 +260,15 @@ class ThreadRunner:
         extra = job._extra
         timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
         watch = None
-        if timeout is not None or source.cancellable:
+        cancellable = source.cancellable
+        if timeout is not None:
             watch = self._timer().watch(source, job, timeout)
-            # Cancelled before it started (watched first, so a cancel now is not missed):
-            # settled as cancelled without running.
-            if source.cancellable and job._cancel_requested() and self.cancel(source, job):
-                return None
+        elif cancellable:
+            self._timer().track(source, job)
+        # Cancelled before it started (watched first, so a cancel now is not missed): settled
+        # as cancelled without running.
+        if cancellable and job._cancel_requested() and self.cancel(source, job):
+            return None
         dispatch = self._dispatch
         started = dispatch.run_started(source, job) if dispatch.metrics.observing else 0.0
         try:
@@ -275,8 +278,11 @@ class ThreadRunner:
             value, error = None, exc
         if started:
             dispatch.run_ended(source, job, started)
-        if watch is not None and not self._timer().unwatch(watch):
-            return None
+        if watch is not None:
+            if not self._timer().unwatch(watch):
+                return None  # its timeout passed, or a cancel came, first: settled
+        elif cancellable and not self._timer().untrack(job):
+            return None  # a cancel came first: settled
         try:
             return source.settle(job, value, error)
         except Exception:

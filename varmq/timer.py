@@ -53,8 +53,8 @@ _LATE = 0.001
 
 
 class Watch:
-    """A running job with a timeout (or one that may be cancelled by id: its timeout is then
-    ``None`` when it has none), watched by the timer until its function returns."""
+    """A running job with a timeout (``None`` for one cancelled by id that had none), watched by
+    the timer until its function returns."""
 
     __slots__ = ("deadline", "job", "source", "timeout")
 
@@ -79,15 +79,21 @@ class Timer:
         self._thread: threading.Thread | None = None
         # Running jobs with a timeout, by id of their Watch: at most the concurrency of them.
         self._watches: dict[int, Watch] = {}
+        # Running jobs without a timeout that may be cancelled by id (every job of a queue with
+        # job records), by id of the job: only cancel() looks at them, so the thread never
+        # wakes for them. Item assignment and pop of a dict are atomic, so tracking a job
+        # takes no lock, and the pop that finds it decides who settles the job when its
+        # function returns while a cancel comes.
+        self._cancellable: dict[int, tuple[Source, Job[Any]]] = {}
         # The worker's recurring jobs, in the order they were declared.
         self._schedules: list[Schedule] = []
         self._planned = 0.0
         self._poked = False
         self._waiting = False
 
-    def watch(self, source: Source, job: Job[Any], timeout: float | None) -> Watch:
-        """Fail ``job`` (just started) if it still runs ``timeout`` seconds from now; with
-        ``None``, only watch it so that :meth:`cancel` can settle it."""
+    def watch(self, source: Source, job: Job[Any], timeout: float) -> Watch:
+        """Fail ``job`` (just started) if it still runs ``timeout`` seconds from now; until
+        then, :meth:`cancel` can settle it too."""
         entry = Watch(source, job, timeout)
         with self._cv:
             self._watches[id(entry)] = entry
@@ -141,15 +147,28 @@ class Timer:
         with self._cv:
             return self._watches.pop(id(entry), None) is not None
 
+    def track(self, source: Source, job: Job[Any]) -> None:
+        """``job`` (just started, without a timeout) may be cancelled by id while it runs:
+        until :meth:`untrack`, :meth:`cancel` can settle it."""
+        self._cancellable[id(job)] = (source, job)
+
+    def untrack(self, job: Job[Any]) -> bool:
+        """The tracked ``job``'s function returned: ``False`` if a cancel settled it first."""
+        return self._cancellable.pop(id(job), None) is not None
+
     def cancel(self, source: Source, job: Job[Any]) -> bool:
         """Settle the watched ``job`` now as cancelled by id, as a timeout would (its
         ``cancelled`` event set, its thread left to finish the function); whether it was
         watched (running, and not settled yet)."""
-        with self._cv:
-            entry = next((w for w in self._watches.values() if w.job is job), None)
-            if entry is None:
-                return False
-            del self._watches[id(entry)]
+        entry: Watch | None
+        if self._cancellable.pop(id(job), None) is not None:
+            entry = Watch(source, job, None)
+        else:
+            with self._cv:
+                entry = next((w for w in self._watches.values() if w.job is job), None)
+                if entry is None:
+                    return False
+                del self._watches[id(entry)]
         self._settle_early(entry, JobCancelledError(job.id, running=True), timed_out=False)
         return True
 
