@@ -28,11 +28,16 @@ Job records (``keep_results``), default durability, jobs added with ids in both 
    that (the settle, the watcher noticing it, the record read); p50 and p99 over
    ``LATENCY_JOBS`` jobs, one after another.
 
-Every figure is the best of 3 runs (1 with ``--quick``); the records rows also show the
-spread (slowest and fastest of the runs). Run from the repository root::
+The scenario figures are the best of 3 runs (1 with ``--quick``). The records rows are 7 pairs
+of runs (``--pairs``; 1 with ``--quick``), records on and off back to back in alternating
+order: each figure is the median of its runs with the slowest and the fastest, and the on/off
+ratio the median of the ratios within the pairs (a drain of 8 threads on a shared machine varies
+by a fifth from run to run, too much for a ratio of two best runs). Run from the repository
+root::
 
-    .venv/bin/python benchmarks/sqliteq.py              # 20,000 jobs, best of 3
+    .venv/bin/python benchmarks/sqliteq.py              # 20,000 jobs
     .venv/bin/python benchmarks/sqliteq.py --quick      # 2,000 jobs, one run: a few seconds
+    .venv/bin/python benchmarks/sqliteq.py --records-only --pairs 12
     .venv/bin/python benchmarks/sqliteq.py --jobs 50000
 """
 
@@ -44,6 +49,7 @@ import gc
 import os
 import platform
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -277,6 +283,11 @@ def result_of_waiter(path: str, jobs: int) -> int:
     return 0
 
 
+def _spread(values: list[float], form: str = ",.0f") -> str:
+    ordered = sorted(values)
+    return f"{statistics.median(ordered):{form}} ({ordered[0]:{form}}..{ordered[-1]:{form}})"
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
@@ -341,6 +352,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=None, help="jobs per run (default 20000)")
     parser.add_argument("--quick", action="store_true", help="2,000 jobs, one run per figure")
+    parser.add_argument(
+        "--pairs", type=int, default=7, help="record on/off pairs of runs (default 7)"
+    )
+    parser.add_argument("--records-only", action="store_true", help="the job-record rows only")
     parser.add_argument("--result-of-waiter", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.result_of_waiter:
@@ -349,14 +364,22 @@ def main(argv: list[str] | None = None) -> int:
     repeat = 1 if args.quick else 3
     faulthandler.dump_traceback_later(900, exit=True)
 
-    bench = Bench(n)
     print(
-        f"sqliteq benchmark: {n:,} jobs, best of {repeat}; Python {platform.python_version()}; "
+        f"sqliteq benchmark: {n:,} jobs; Python {platform.python_version()}; "
         f"SQLite {sqlite3.sqlite_version}; {os.cpu_count()} CPUs; temporary files in "
         f"{tempfile.gettempdir()}"
     )
-    print(f"uptime at start: {_uptime()}")
     timed(varmq_enqueue, Bench(min(n, 1_000)))  # warm-up
+    if not args.records_only:
+        _scenario_rows(n, repeat)
+    _records_rows(n, 1 if args.quick else args.pairs)
+    return 0
+
+
+def _scenario_rows(n: int, repeat: int) -> None:
+    """The scenarios against their raw sqlite3 baselines, in both durability modes."""
+    bench = Bench(n)
+    print(f"best of {repeat}; uptime at start: {_uptime()}")
     timed(varmq_enqueue, bench)  # the payload every baseline stores
     print(f"payload: {len(bench.payload)} bytes {bench.payload!r}")
     best: dict[tuple[str, bool, str], float] = {}
@@ -381,35 +404,37 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {scenario.name} | {mode} | {rate:,.0f} | {scenario.baseline_name} | "
                 f"{base:,.0f} | {rate / base:.2f} |"
             )
-    _records_rows(n, repeat)
-    return 0
 
 
-def _records_rows(n: int, repeat: int) -> None:
-    """The job-record rows: on against off in the same run, then result_of latency."""
+def _records_rows(n: int, pairs: int) -> None:
+    """The job-record rows: on against off in pairs (one run each, back to back, the order
+    alternating), then result_of latency. A drain of 8 threads on a shared machine varies by a
+    fifth from run to run, so each figure is the median of its runs, and the on/off ratio the
+    median of the ratios within each pair."""
+    print(f"records: uptime at start: {_uptime()}")
     runs: dict[tuple[str, bool], list[float]] = {}
     latencies: list[list[float]] = []
     scenarios = (("single add", records_enqueue), (f"drain, c={CONCURRENCY}", records_drain))
-    for _ in range(repeat):  # on and off alternate, so both see the same load
+    for i in range(pairs):
         for name, run in scenarios:
-            for on in (True, False):
+            for on in (True, False) if i % 2 == 0 else (False, True):
                 with tempfile.TemporaryDirectory(prefix="sqliteq-bench-") as directory:
                     elapsed = run(Bench(n), Path(directory), KEEP if on else 0.0)
-                runs.setdefault((name, on), []).append(elapsed)
-        with tempfile.TemporaryDirectory(prefix="sqliteq-bench-") as directory:
-            latencies.append(result_of_latency(Path(directory), LATENCY_JOBS))
+                runs.setdefault((name, on), []).append(n / elapsed)
+        if i < 3:
+            with tempfile.TemporaryDirectory(prefix="sqliteq-bench-") as directory:
+                latencies.append(result_of_latency(Path(directory), LATENCY_JOBS))
+    print(f"records: uptime at end:   {_uptime()}")
     print()
-    print(f"Job records (keep_results={KEEP:g}), default mode, {n:,} jobs with ids; best of")
-    print(f"{repeat}, spread = slowest..fastest run:")
+    print(f"Job records (keep_results={KEEP:g}), default mode, {n:,} jobs with ids; pairs of")
+    print(f"runs (records on, records off): {pairs}; median (slowest..fastest):")
     print()
-    print("| Scenario | Records on (jobs/s) | spread | Records off (jobs/s) | spread | On/off |")
-    print("|---|---:|---|---:|---|---:|")
+    print("| Scenario | Records on (jobs/s) | Records off (jobs/s) | On/off, paired |")
+    print("|---|---:|---:|---:|")
     for name, _ in scenarios:
-        on, off = (sorted(n / t for t in runs[name, flag]) for flag in (True, False))
-        print(
-            f"| {name} | {on[-1]:,.0f} | {on[0]:,.0f}..{on[-1]:,.0f} | {off[-1]:,.0f} | "
-            f"{off[0]:,.0f}..{off[-1]:,.0f} | {on[-1] / off[-1]:.2f} |"
-        )
+        on, off = runs[name, True], runs[name, False]
+        ratios = [a / b for a, b in zip(on, off, strict=True)]
+        print(f"| {name} | {_spread(on)} | {_spread(off)} | {_spread(ratios, '.2f')} |")
     print()
     print(f"result_of latency, job end to the waiting process, {LATENCY_JOBS} jobs per run (ms):")
     print()
