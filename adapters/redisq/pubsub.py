@@ -135,13 +135,15 @@ class Listener:
             thread.join(timeout=5.0)
 
     def _run(self) -> None:
-        pubsub: PubSub | None = None
+        # Any: redis-py annotates PubSub in some releases (8.2) and not in others (8.1).
+        pubsub: Any = None
         requested: set[str] = set()
         backoff = _READ_SECONDS
         while not self._stop.is_set():
             try:
                 if pubsub is None:
-                    pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+                    client: Any = self._client
+                    pubsub = client.pubsub()
                     requested = set()
                 with self._lock:
                     wanted = set(self._callbacks)

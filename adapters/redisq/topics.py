@@ -398,9 +398,11 @@ class Topics:
         client = self._client
         if isinstance(client, RedisCluster):
             node = client.get_random_node()  # type: ignore[no-untyped-call]
-            connection = client.get_redis_connection(node)
-            return connection.pubsub()  # type: ignore[no-untyped-call,no-any-return]
-        return client.pubsub()  # type: ignore[no-untyped-call,no-any-return]
+            client = client.get_redis_connection(node)
+        # Any: redis-py annotates pubsub() in some releases (8.2) and not in others (8.1).
+        untyped: Any = client
+        pubsub: PubSub = untyped.pubsub()
+        return pubsub
 
 
 class LiveSubscription:
