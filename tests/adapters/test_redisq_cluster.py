@@ -14,9 +14,11 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.exceptions import RedisClusterException, RedisError
+from redis.retry import Retry
 
 import redisq
 from redisq.keys import queue_keys
@@ -56,12 +58,14 @@ class TestRedisqOnClusterConformance(QueueConformance):
 
     @pytest.fixture(autouse=True)
     def _client(self, redis_cluster: RedisClusterNodes) -> Iterator[None]:
-        # Short timeouts, so that a call during an outage raises well within the pause.
+        # Short timeouts and one retry, so that a call during an outage raises well within the
+        # pause (redis-py's default is ten retries with backoff, which from 8.2 on outlast it).
         self.client = RedisCluster(
             host="127.0.0.1",
             port=redis_cluster.ports[0],
             socket_timeout=OUTAGE_SOCKET_TIMEOUT,
             socket_connect_timeout=OUTAGE_SOCKET_TIMEOUT,
+            retry=Retry(NoBackoff(), 1),
         )
         self.admins = [redis.Redis(host="127.0.0.1", port=port) for port in redis_cluster.ports]
         yield
