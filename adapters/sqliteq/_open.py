@@ -144,11 +144,42 @@ def connect(path: str, *, busy_timeout: float, uri_query: str = "") -> sqlite3.C
         raise RefusedDatabaseError(path, f"cannot be opened ({exc})") from exc
 
 
+# How many times the file is looked at again when it changed while it was looked at (another
+# process creating or checkpointing it), and the pause between two looks.
+_LOOKS = 5
+_RELOOK_SECONDS = 0.01
+
+
+class _ChangedWhileLooked(Exception):
+    """The file's size or header disagreed, and the file changed meanwhile: a writer at work."""
+
+
 def _check_file(path: str, create: bool, read_only: bool = False) -> None:
-    """Raise unless ``path`` is a healthy database of ours, or missing or empty and ``create``."""
+    """Raise unless ``path`` is a healthy database of ours, or missing or empty and ``create``.
+
+    The size and header checks refuse a copy at rest that was cut or extended. A file that
+    another process creates or checkpoints right now can disagree with its own header for a
+    moment (its size read before the header page was written), so a disagreement is trusted
+    only if the file did not change while it was looked at; a file that keeps changing is
+    being written, not a damaged copy, and SQLite's own look (``quick_check``) decides.
+    """
+    for _ in range(_LOOKS - 1):
+        try:
+            _look(path, create, read_only, last=False)
+            return
+        except _ChangedWhileLooked:
+            time.sleep(_RELOOK_SECONDS)
+    _look(path, create, read_only, last=True)
+
+
+def _look(path: str, create: bool, read_only: bool, *, last: bool) -> None:
+    """One look of :func:`_check_file`. A size or header that disagree refuse the file if it
+    did not change meanwhile; if it did, the look raises :class:`_ChangedWhileLooked`, or, the
+    ``last`` time, leaves the decision to SQLite's own look."""
     wal = Path(path + "-wal")
     try:
-        size = os.stat(path).st_size
+        seen = os.stat(path)
+        size = seen.st_size
     except FileNotFoundError:
         if create:
             return
@@ -169,9 +200,16 @@ def _check_file(path: str, create: bool, read_only: bool = False) -> None:
                 header = fh.read(_HEADER_SIZE)
         except OSError as exc:
             raise RefusedDatabaseError(path, f"cannot be read ({exc.strerror})") from exc
-        if len(header) < _HEADER_SIZE or not header.startswith(_MAGIC):
-            raise NotADatabaseError(path, "is not a SQLite database (no SQLite header)")
-        _check_size(path, header, size, wal_bytes=_size_or_zero(wal))
+        try:
+            if len(header) < _HEADER_SIZE or not header.startswith(_MAGIC):
+                raise NotADatabaseError(path, "is not a SQLite database (no SQLite header)")
+            _check_size(path, header, size, wal_bytes=_size_or_zero(wal))
+        except RefusedDatabaseError:
+            if not _changed(path, seen):
+                raise  # at rest: a cut or extended copy
+            if not last:
+                raise _ChangedWhileLooked from None
+            # Still being written after every look: SQLite's own look below decides.
     if wal.exists():
         # Someone may have it open: read through the WAL like any reader (no new files made).
         _inspect(path, "mode=ro", create, read_only)
@@ -215,6 +253,15 @@ def _inspect(path: str, uri_query: str, create: bool, read_only: bool = False) -
     if problems != ["ok"]:
         detail = "; ".join(str(p) for p in problems)
         raise CorruptDatabaseError(path, f"is damaged (integrity check: {detail})")
+
+
+def _changed(path: str, seen: os.stat_result) -> bool:
+    """Whether the file at ``path`` is no longer as ``seen`` (size, modification time)."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return True
+    return (now.st_size, now.st_mtime_ns) != (seen.st_size, seen.st_mtime_ns)
 
 
 def _size_or_zero(path: Path) -> int:

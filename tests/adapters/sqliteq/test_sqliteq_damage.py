@@ -55,6 +55,44 @@ def test_a_file_missing_its_last_page_is_refused(tmp_path: Path) -> None:
         sqliteq.new(path)
 
 
+def _stale_sizes(path: Path, monkeypatch: pytest.MonkeyPatch, stale: int) -> None:
+    """The next ``stale`` stats of ``path`` see it a few pages long (1, 2, 3, 1, ... pages: each
+    one another size), as a process does that read its size while another process's
+    checkpoint grew it (the header it reads counts every page); later ones see it as it is."""
+    real_stat = os.stat
+    left = [stale]
+
+    def stat(target: object, *args: object, **kwargs: object) -> os.stat_result:
+        result = real_stat(target, *args, **kwargs)  # type: ignore[arg-type]
+        if left[0] and os.fspath(target) == str(path):  # type: ignore[arg-type]
+            left[0] -= 1
+            fields = list(result)
+            fields[6] = 4096 * (1 + left[0] % 3)  # st_size (a stat_result made from a tuple
+            return os.stat_result(fields)  # has no st_mtime_ns)
+        return result
+
+    monkeypatch.setattr(os, "stat", stat)
+
+
+def test_a_file_that_grew_while_it_was_checked_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _filled(tmp_path / "jobs.db", 500)
+    assert path.stat().st_size > 3 * 4096
+    _stale_sizes(path, monkeypatch, stale=1)  # the first look only
+    with sqliteq.new(path) as store:
+        assert len(store.new_queue("work")) == 500
+
+
+def test_a_file_that_changes_at_every_look_is_left_to_sqlites_own_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _filled(tmp_path / "jobs.db", 500)
+    _stale_sizes(path, monkeypatch, stale=1_000)  # the whole open sees the size change
+    with sqliteq.new(path) as store:
+        assert len(store.new_queue("work")) == 500
+
+
 def test_a_worker_on_a_file_damaged_while_open_reports_failed_to_dequeue(
     tmp_path: Path,
 ) -> None:
