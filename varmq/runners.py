@@ -264,7 +264,7 @@ class ThreadRunner:
         if timeout is not None:
             watch = self._timer().watch(source, job, timeout)
         elif cancellable:
-            self._timer().track(source, job)
+            self._timer().track(job)
         # Cancelled before it started (watched first, so a cancel now is not missed): settled
         # as cancelled without running.
         if cancellable and job._cancel_requested() and self.cancel(source, job):

@@ -84,7 +84,7 @@ class Timer:
         # wakes for them. Item assignment and pop of a dict are atomic, so tracking a job
         # takes no lock, and the pop that finds it decides who settles the job when its
         # function returns while a cancel comes.
-        self._cancellable: dict[int, tuple[Source, Job[Any]]] = {}
+        self._cancellable: dict[int, Job[Any]] = {}
         # The worker's recurring jobs, in the order they were declared.
         self._schedules: list[Schedule] = []
         self._planned = 0.0
@@ -147,10 +147,10 @@ class Timer:
         with self._cv:
             return self._watches.pop(id(entry), None) is not None
 
-    def track(self, source: Source, job: Job[Any]) -> None:
+    def track(self, job: Job[Any]) -> None:
         """``job`` (just started, without a timeout) may be cancelled by id while it runs:
         until :meth:`untrack`, :meth:`cancel` can settle it."""
-        self._cancellable[id(job)] = (source, job)
+        self._cancellable[id(job)] = job  # kept alive, so its id is not reused meanwhile
 
     def untrack(self, job: Job[Any]) -> bool:
         """The tracked ``job``'s function returned: ``False`` if a cancel settled it first."""

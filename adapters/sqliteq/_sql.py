@@ -665,10 +665,7 @@ def acknowledge_leases(tokens: int) -> str:
 def padded_size(count: int) -> int:
     """The statement size for ``count`` (1 to :data:`ACK_CHUNK`) lease tokens: the next power of
     two; the caller repeats a token to fill it (``IN`` finds it once)."""
-    size = 1
-    while size < count:
-        size *= 2
-    return size
+    return 1 << (count - 1).bit_length()
 
 
 # jobs_lease.

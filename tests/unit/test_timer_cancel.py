@@ -47,7 +47,7 @@ def _timer() -> tuple[Timer, Any, Any]:
 def test_a_cancel_settles_a_tracked_job_and_its_return_then_settles_nothing() -> None:
     timer, dispatch, source = _timer()
     job: Job[str] = Job("job-1", "x")
-    timer.track(source, job)
+    timer.track(job)
     assert timer.cancel(source, job) is True
     assert job.cancelled.is_set()
     assert len(source.settled) == 1 and isinstance(source.settled[0][1], JobCancelledError)
@@ -60,7 +60,7 @@ def test_a_cancel_settles_a_tracked_job_and_its_return_then_settles_nothing() ->
 def test_a_job_that_returned_first_is_not_settled_by_a_later_cancel() -> None:
     timer, dispatch, source = _timer()
     job: Job[str] = Job("job-1", "x")
-    timer.track(source, job)
+    timer.track(job)
     assert timer.untrack(job) is True
     assert timer.cancel(source, job) is False
     assert source.settled == [] and dispatch.stopped_early == 0
@@ -73,7 +73,7 @@ def test_a_cancel_and_a_return_that_meet_settle_each_job_once() -> None:
     returned_first = 0
     for i in range(rounds):
         job: Job[int] = Job(f"job-{i}", i)
-        timer.track(source, job)
+        timer.track(job)
         start = threading.Barrier(2)
         won: list[bool] = []
 
