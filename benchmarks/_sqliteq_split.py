@@ -41,7 +41,7 @@ def split(directory: Path, n: int, repeat: int = 3) -> list[str]:
     queues = sqliteq.new(path)
     stored = queues.new_distributed_queue("split")
     handle = varmq.new_distributed_queue(stored)
-    payload = varmq.envelope.encode("", 0)
+    payload = varmq.contract.envelope.encode("", 0)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA synchronous = NORMAL")
     raw = sqlite3.connect(directory / "split-raw.db", isolation_level=None)

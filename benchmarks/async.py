@@ -60,7 +60,7 @@ async def _rate(n: int, in_flight: int, add: Callable[[int], Awaitable[Any]]) ->
 
 
 def _payload() -> bytes:
-    return varmq.envelope.encode("", 0)  # the bytes a plain add of 0 stores
+    return varmq.contract.envelope.encode("", 0)  # the bytes a plain add of 0 stores
 
 
 async def redisq_adds(url: str, n: int, in_flight: int, run: int) -> float:

@@ -65,7 +65,7 @@ from typing import Any
 from inmemory import print_load
 
 import varmq
-from varmq.topic_names import PatternTrie, check_name, check_pattern
+from varmq.contract.topic_names import PatternTrie, check_name, check_pattern
 
 SUBSCRIBERS = 10
 NAME = "orders.eu.created"

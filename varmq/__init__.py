@@ -24,6 +24,8 @@ from typing_extensions import Unpack
 
 from .binding import require
 from .callables import err_func, func, result_func
+from .contract.protocols import IDistributedPriorityQueue, IDistributedQueue
+from .contract.topic_names import OnFull
 from .errors import (
     AcknowledgeJobError,
     EnqueueError,
@@ -70,7 +72,6 @@ from .handles import (
 from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, FailedJob, Job, JobStatus
 from .metrics import DurationHistogram, Metrics
 from .options import ErrorHandler, WorkerOptions
-from .protocols import IDistributedPriorityQueue, IDistributedQueue
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .records import JobError, JobRecord
 from .registry import get_worker, workers
@@ -81,7 +82,6 @@ from .snapshots import load_queues, save_queues
 from .states import Status
 from .strategies import Strategy
 from .subscription import Message, SubscriberStats, Subscription
-from .topic_names import OnFull
 from .topic_source import TopicJob, TopicQueue
 from .topics import DEFAULT_DEDUP_WINDOW, Binding, Topics
 from .worker import BaseWorker, ErrWorker, ResultWorker, Worker

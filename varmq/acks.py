@@ -31,8 +31,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
+from .contract.protocols import IAcknowledgeable
 from .errors import AcknowledgeJobError
-from .protocols import IAcknowledgeable
 from .sources import Report
 
 if TYPE_CHECKING:

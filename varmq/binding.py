@@ -16,6 +16,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import options as check
+from .contract.protocols import (
+    ICapacitySetter,
+    IDistributedPriorityQueue,
+    IDistributedQueue,
+    IJobRecords,
+    IPersistentPriorityQueue,
+    IPersistentQueue,
+    IPriorityQueue,
+    IQueue,
+)
+from .contract.topic_names import OnFull
 from .group import EnqueuedGroupJob
 from .handles import (
     DistributedPriorityQueue,
@@ -28,21 +39,10 @@ from .handles import (
     Queue,
 )
 from .job import EnqueuedJob
-from .protocols import (
-    ICapacitySetter,
-    IDistributedPriorityQueue,
-    IDistributedQueue,
-    IJobRecords,
-    IPersistentPriorityQueue,
-    IPersistentQueue,
-    IPriorityQueue,
-    IQueue,
-)
 from .queues import MemoryPriorityQueue, MemoryQueue
 from .retry import Retry
 from .sources import CancelRunning, Decode, MemorySource, Report, Source
 from .storage_source import StorageSource
-from .topic_names import OnFull
 from .topic_source import TopicQueue, bind_topic
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from .contract.protocols import IJobRecords
 from .ops import COUNTS, QueueRow, StoreView, UnknownQueueError, dead_letter_rows, unreachable
-from .protocols import IJobRecords
 from .records import JobRecord, decode_record
 from .stores import StoreError, location, open_store, scrub
 
@@ -162,7 +162,7 @@ def cmd_job(args: argparse.Namespace, out: TextIO) -> int:
         if not isinstance(queue, IJobRecords):
             raise CliError(
                 f"varmq: queue {args.queue!r} in {where} keeps no job records (its adapter does "
-                "not implement varmq.protocols.IJobRecords)"
+                "not implement varmq.contract.protocols.IJobRecords)"
             )
         # Records are read whatever keep_results the object opened here has: they are kept
         # by the producers and workers that opened the queue with it.

@@ -1,11 +1,11 @@
 """Queue handles: what ``bind_*``/``with_*`` return, and where ``add`` starts a job's path.
 
 In-memory handles put job objects into their storage and return job handles. Persistent and
-distributed handles encode the job as a JSON envelope (:mod:`varmq.envelope`), give the bytes to
-the adapter and return ``True``/``False``. Every handle can delay a job (``delay=`` seconds or
-``run_at=`` a datetime) and lists, requeues and purges its queue's dead letters. After an add,
-the handle tells the worker's dispatcher (if it has a worker) that work is there. Handles of
-queues that keep job records also follow jobs by id (``job``, ``result_of``, ``cancel``: see
+distributed handles encode the job as a JSON envelope (:mod:`varmq.contract.envelope`), give the
+bytes to the adapter and return ``True``/``False``. Every handle can delay a job (``delay=`` seconds
+or ``run_at=`` a datetime) and lists, requeues and purges its queue's dead letters. After an add,
+the handle tells the worker's dispatcher (if it has a worker) that work is there. Handles of queues
+that keep job records also follow jobs by id (``job``, ``result_of``, ``cancel``: see
 :mod:`varmq.records`).
 """
 
@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
-from . import envelope
 from . import options as check
+from .contract import envelope
+from .contract.protocols import IDeadLetterable, IDedupQueue, IDelayedEnqueue
 from .dispatch import Forks
 from .errors import EnqueueError
 from .group import EnqueuedGroupJob, Group, Item
 from .job import EnqueuedJob, cancel_waiting
-from .protocols import IDeadLetterable, IDedupQueue, IDelayedEnqueue
 from .records import FollowJobs, Records, StorageRecords
 from .retry import DeadLetter
 

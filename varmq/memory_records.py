@@ -17,9 +17,9 @@ import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from .contract.protocols import DEFAULT_KEEP_RESULTS_LIMIT
 from .errors import JobAlreadyClosedError, JobCancelledError, JobNotFoundError, JobProcessingError
 from .job import EnqueuedJob, JobStatus
-from .protocols import DEFAULT_KEEP_RESULTS_LIMIT
 from .records import JobRecord, error_of
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
 """The operator layer's one view of workers and queues: what REST, Prometheus and the CLI show.
 
-:func:`find_workers` finds the workers (a mapping, an iterable, or the registry of named
-workers); :func:`bound_queues` puts their ``queue_stats()`` rows together, a storage queue
-bound by several workers once; :class:`StoreView` reads every queue of a store (an adapter's
-``Queues``); :func:`dead_letter_rows` turns stored dead letters into rows, decoding each
-envelope with :func:`varmq.envelope.decode`. A queue whose storage cannot answer is a row with
+:func:`find_workers` finds the workers (a mapping, an iterable, or the registry of named workers);
+:func:`bound_queues` puts their ``queue_stats()`` rows together, a storage queue bound by several
+workers once; :class:`StoreView` reads every queue of a store (an adapter's ``Queues``);
+:func:`dead_letter_rows` turns stored dead letters into rows, decoding each envelope with
+:func:`varmq.contract.envelope.decode`. A queue whose storage cannot answer is a row with
 ``"reachable": False``, its ``"error"`` and ``None`` counts, never zeros.
 
 Reads only: nothing here changes a worker or a queue, prints, or imports an adapter.
@@ -16,8 +16,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import envelope
-from .protocols import IDeadLetterable
+from .contract import envelope
+from .contract.protocols import IDeadLetterable
 from .registry import workers as registered_workers
 from .worker import BaseWorker
 
@@ -61,7 +61,7 @@ COUNTERS = (
 )
 """The counters of :class:`varmq.Metrics`, in the order they are shown."""
 COUNTS = ("waiting", "in_flight", "delayed", "dead", "oldest_age")
-"""The counts of a queue, as :class:`varmq.protocols.QueueStats` names them."""
+"""The counts of a queue, as :class:`varmq.contract.protocols.QueueStats` names them."""
 
 
 # -- workers ----------------------------------------------------------------------------------
@@ -259,7 +259,7 @@ class StoreView:
 
 
 def dead_letter_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Stored dead letters (:class:`varmq.protocols.DeadLetterRecord`) as rows.
+    """Stored dead letters (:class:`varmq.contract.protocols.DeadLetterRecord`) as rows.
 
     Each row: ``key``, ``id`` (``""`` when the envelope does not decode), ``attempts``,
     ``error``, ``dead_at`` (Unix seconds), ``data`` (the job's data; ``None`` when the envelope

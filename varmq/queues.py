@@ -2,7 +2,7 @@
 beside an in-memory queue.
 
 :class:`MemoryQueue` and :class:`MemoryPriorityQueue` implement ``IQueue``/``IPriorityQueue``
-and ``ICapacitySetter`` from :mod:`varmq.protocols`. They hold whatever they are given (the
+and ``ICapacitySetter`` from :mod:`varmq.contract.protocols`. They hold whatever they are given (the
 worker gives them its job objects). Storage adapters keep delays and dead letters in their own
 storage; for in-memory queues the worker keeps them in a :class:`DelayedJobs` heap and a
 :class:`DeadLetters` list, and records the jobs it took and has not settled in
@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .protocols import DEFAULT_DEAD_LETTER_LIMIT, DEFAULT_DEAD_LETTER_MAX_AGE
+from .contract.protocols import DEFAULT_DEAD_LETTER_LIMIT, DEFAULT_DEAD_LETTER_MAX_AGE
 from .retry import DeadLetter, Retry, failure_text
 
 __all__ = [

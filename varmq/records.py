@@ -1,18 +1,18 @@
 """Job records as users see them: :class:`JobRecord`, and following a job by id from any process.
 
 A queue that keeps records (a storage queue opened with ``keep_results``, see
-:class:`~varmq.protocols.IJobRecords`; or an in-memory queue bound with ``keep_results``,
+:class:`~varmq.contract.protocols.IJobRecords`; or an in-memory queue bound with ``keep_results``,
 :mod:`varmq.memory_records`) remembers every job added with an id: its state, attempts, times
 and outcome. Queue handles get these calls from :class:`FollowJobs`: ``job(job_id)`` (a
 snapshot), ``result_of(job_id, timeout)`` and ``result_of_async`` (wait for the end: the value,
 or :class:`~varmq.JobFailedError`), ``cancel(job_id)``, and ``job_async``/``cancel_async`` for
 asyncio code.
 
-This module also turns outcomes into the bytes a storage keeps and back (JSON only: a result or
-an error is never pickled, so reading a record can never run code), and waits for a storage
-record's end the cheapest way the storage allows: woken by its notifications
-(:class:`~varmq.protocols.IRecordSubscribable`) with a rare re-read in case one was lost, or by
-a poll that backs off to half a second where it cannot notify.
+This module also turns outcomes into the bytes a storage keeps and back (JSON only: a result or an
+error is never pickled, so reading a record can never run code), and waits for a storage record's
+end the cheapest way the storage allows: woken by its notifications
+(:class:`~varmq.contract.protocols.IRecordSubscribable`) with a rare re-read in case one was lost,
+or by a poll that backs off to half a second where it cannot notify.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import options as check
-from .envelope import JSON_ENCODER
+from .contract.envelope import JSON_ENCODER
+from .contract.protocols import ENDED_STATES, IJobRecords, IRecordSubscribable, StoredJobRecord
 from .errors import JobFailedError, JobNotFoundError
 from .job import LOOP_THREAD
-from .protocols import ENDED_STATES, IJobRecords, IRecordSubscribable, StoredJobRecord
 
 __all__ = [
     "FollowJobs",
@@ -326,7 +326,7 @@ def require_records(storage: Any, label: str) -> None:
     if not isinstance(storage, IJobRecords):
         raise TypeError(
             f"varmq: queue {label!r}: {type(storage).__name__} keeps no job records "
-            "(it does not implement varmq.protocols.IJobRecords)"
+            "(it does not implement varmq.contract.protocols.IJobRecords)"
         )
     if not float(storage.keep_results) > 0:
         raise ValueError(

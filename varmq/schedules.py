@@ -34,9 +34,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import envelope
 from . import options as check
-from .protocols import IDedupQueue, IJobRecords
+from .contract import envelope
+from .contract.protocols import IDedupQueue, IJobRecords
 
 __all__ = ["Schedule", "check_data", "check_storage", "occurrence_id"]
 

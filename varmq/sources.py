@@ -23,7 +23,8 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any, Protocol
 
-from . import envelope
+from .contract import envelope
+from .contract.protocols import QueueStats
 from .errors import (
     FailedToCastJobError,
     FailedToDequeueError,
@@ -32,7 +33,6 @@ from .errors import (
 )
 from .job import FailedJob, Job, as_handle, cancel_waiting
 from .memory_records import JobBook
-from .protocols import QueueStats
 from .queues import (
     GIL,
     DeadLetters,

@@ -1,15 +1,15 @@
 """A bound storage queue as the worker sees it: leased takes, lease renewal, acknowledgements.
 
-:class:`StorageSource` is the worker's side of the storage contract (:mod:`varmq.protocols`) for
-persistent and distributed queues. It takes jobs in batches (one per free slot plus a prefetch),
-decodes their JSON envelopes, keeps their leases alive while they wait or run, and settles each
-run through the storage: an acknowledgement (group-committed, one per take where the jobs of the
-take finish close together: see :mod:`varmq.acks`), a nack with
-a delay, or a dead letter. It also knows when the storage is worth looking at again: after a
-signal, a poll interval after it was found empty, when a back-off after an error ends, or when
-a job this process delayed falls due.
+:class:`StorageSource` is the worker's side of the storage contract
+(:mod:`varmq.contract.protocols`) for persistent and distributed queues. It takes jobs in batches
+(one per free slot plus a prefetch), decodes their JSON envelopes, keeps their leases alive while
+they wait or run, and settles each run through the storage: an acknowledgement (group-committed, one
+per take where the jobs of the take finish close together: see :mod:`varmq.acks`), a nack with a
+delay, or a dead letter. It also knows when the storage is worth looking at again: after a signal, a
+poll interval after it was found empty, when a back-off after an error ends, or when a job this
+process delayed falls due.
 
-On a queue that keeps job records (:class:`~varmq.protocols.IJobRecords`, opened with
+On a queue that keeps job records (:class:`~varmq.contract.protocols.IJobRecords`, opened with
 ``keep_results``) the settle carries the outcome in the same storage call: a result worker's
 value with the acknowledgement (``acknowledge_with_results``, still group-committed), the error
 of a final failure (``fail``) or of a dead letter (``dead_letter_with_error``). Its lease
@@ -34,17 +34,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
-from . import envelope
 from .acks import Acknowledgements, Take, take_of
-from .errors import (
-    AcknowledgeJobError,
-    FailedToCastJobError,
-    LeaseLostError,
-    ParseJobError,
-    ResultNotJSONError,
-)
-from .job import Job
-from .protocols import (
+from .contract import envelope
+from .contract.protocols import (
     IAcknowledgeable,
     IBatchAcknowledgeable,
     ICountedDelivery,
@@ -57,6 +49,14 @@ from .protocols import (
     IQueueStats,
     QueueStats,
 )
+from .errors import (
+    AcknowledgeJobError,
+    FailedToCastJobError,
+    LeaseLostError,
+    ParseJobError,
+    ResultNotJSONError,
+)
+from .job import Job
 from .records import Records, StorageRecords, encode_error, encode_result
 from .retry import Outcome, after_failure, failure_text
 from .sources import Source, Step

@@ -11,8 +11,7 @@ only when a URL asks for it; the core imports none.
 :func:`redact_url` is the redaction every operator message uses for a URL it could not open
 (an opened store names itself by its ``location``, which its adapter already redacted): the
 password of the user info and the value of every ``*password=`` query parameter become
-``***``. redisq's ``redisq.location.redact`` applies the same rules to its own messages (an
-adapter cannot import the core); a test holds the two to the same answers.
+``***`` (:func:`varmq.contract.urls.redact_url`, which redisq's messages use too).
 """
 
 from __future__ import annotations
@@ -24,7 +23,9 @@ import re
 from collections.abc import Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
+
+from .contract.urls import HIDDEN, redact_url
 
 __all__ = ["ENTRY_POINT_GROUP", "SCHEMES", "StoreError", "open_store", "redact_url", "scrub"]
 
@@ -42,7 +43,6 @@ ENTRY_POINT_GROUP = "varmq.stores"
 # What to install when a built-in adapter's dependencies are missing.
 _EXTRAS = {"redisq": "pip install 'varmq[redis]'"}
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
-_HIDDEN = "***"
 
 
 class StoreError(Exception):
@@ -154,47 +154,11 @@ def location(store: Any, url: str) -> str:
 # -- redaction --------------------------------------------------------------------------------
 
 
-def redact_url(url: str) -> str:
-    """``url`` with the password of its user info and every ``*password=`` query value hidden.
-
-    ``redis://user:secret@host:6379/0?ssl_password=x`` becomes
-    ``redis://user:***@host:6379/0?ssl_password=***``; a plain path is given back as it is. A
-    URL that does not parse is hidden whole after its scheme, since where its secrets are
-    cannot be told.
-    """
-    if "://" not in url:
-        return url
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        scheme, sep, _ = url.partition("://")
-        return f"{scheme}{sep}{_HIDDEN}"
-    netloc = parts.netloc
-    if parts.password is not None:
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"  # an IPv6 address
-        if port is not None:
-            host = f"{host}:{port}"
-        netloc = f"{parts.username or ''}:{_HIDDEN}@{host}"
-    query = parts.query
-    if "password" in query.lower():
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = "&".join(
-            f"{quote(key)}={_HIDDEN if key.lower().endswith('password') else quote(value)}"
-            for key, value in pairs
-        )
-    # Put together by hand: urlunsplit drops the empty host of unix:///path.
-    shown = f"{parts.scheme}://{netloc}{parts.path}"
-    return shown + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
-
-
 def scrub(text: str, url: str) -> str:
     """``text`` (a message that may quote ``url``) with ``url``'s secrets hidden."""
     text = text.replace(url, redact_url(url)) if url else text
     for secret in _secrets(url):
-        text = text.replace(secret, _HIDDEN)
+        text = text.replace(secret, HIDDEN)
     return text
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 from typing_extensions import Self
 
-from .topic_names import OnFull
+from .contract.topic_names import OnFull
 
 if TYPE_CHECKING:
     from .topics import Topics

@@ -17,12 +17,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from .contract.protocols import QueueStats
+from .contract.topic_names import OnFull
 from .job import Job
-from .protocols import QueueStats
 from .retry import DeadLetter
 from .sources import MemorySource
 from .subscription import Subscriber, SubscriberView
-from .topic_names import OnFull
 from .topics import Topics
 
 if TYPE_CHECKING:

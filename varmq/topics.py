@@ -20,7 +20,7 @@ others are made all the same, and ``publish`` then raises the first failure
 With a ``message_id``, a publish is made at most once: the ids of the last ``dedup_window``
 publishes are remembered, and a publish of one of them makes no copy (after a failed publish,
 it makes only the copies that are missing). Bound queues are given the copy's job id
-:func:`~varmq.topic_names.copy_id` ``(message_id, queue)``, so a storage queue's own dedup
+:func:`~varmq.contract.topic_names.copy_id` ``(message_id, queue)``, so a storage queue's own dedup
 stores a publish retried by another process, or after a restart, once.
 
 One lock guards a topics object: subscribing, binding, and the fan-out of each publish to the
@@ -38,10 +38,10 @@ from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from . import options as check
+from .contract.topic_names import ON_FULL, OnFull, PatternTrie, check_name, check_pattern, copy_id
 from .errors import SubscriberFullError
 from .fanout import Later, Route, deliver_checked
 from .subscription import Raw, Subscriber, SubscriberStats, Subscription
-from .topic_names import ON_FULL, OnFull, PatternTrie, check_name, check_pattern, copy_id
 
 __all__ = ["DEFAULT_DEDUP_WINDOW", "Binding", "Topics"]
 

@@ -1,16 +1,15 @@
 """redisq: Redis storage for varmq.
 
 ``redisq.new(url_or_client)`` returns :class:`Queues` (``redisq.open_url(url)`` does too, after
-checking that Redis answers), which opens FIFO, priority and
-distributed queues. They implement the varmq storage protocols structurally (this package does
-not import varmq): leased takes with fencing ack ids, batch takes and acks, dedup by job id,
-lease renewal, releases, and "enqueued" notifications for distributed queues. A call Redis does
-not answer raises :class:`RedisUnavailableError` within bounded timeouts; Redis that may evict
+checking that Redis answers), which opens FIFO, priority and distributed queues. They implement the
+varmq storage protocols structurally (of varmq, this package imports only :mod:`varmq.contract`: its
+rules, envelope and topic names): leased takes with fencing ack ids, batch takes and acks, dedup by
+job id, lease renewal, releases, and "enqueued" notifications for distributed queues. A call Redis
+does not answer raises :class:`RedisUnavailableError` within bounded timeouts; Redis that may evict
 keys is refused (:class:`EvictionPolicyError`). All Redis logic is in ``queue.lua`` (topics:
 ``topics.lua``); key names are built in :mod:`redisq.keys`; everything works on Redis Cluster.
 """
 
-from redisq.checks import DeadLetterRecord, QueueOptions, QueueStats
 from redisq.distributed import DistributedPriorityQueue, DistributedQueue
 from redisq.errors import EvictionPolicyError, RedisUnavailableError
 from redisq.queue import PriorityQueue, Queue
@@ -26,6 +25,8 @@ from redisq.queues import (
     open_url,
 )
 from redisq.topics import LiveSubscription, Message, Topics, TopicsUnavailableError
+from varmq.contract.protocols import DeadLetterRecord, QueueStats
+from varmq.contract.rules import QueueOptions
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

@@ -1,12 +1,11 @@
-"""Producers' adds: group commit of concurrent adds into one call of ``queue.lua``'s ``add``.
+"""Producers' adds: the one call of ``queue.lua``'s ``add`` that concurrent adds share.
 
-One add alone is written at once: a caller that finds no write of its queue object in flight
-becomes the *leader* and sends its own job. Callers arriving while a write is in flight queue up
-as *followers*; when the write returns, the first of them leads the next round trip with all
-of them (up to :data:`MAX_BATCH`), while the previous leader hands every one of its followers
-its own answer. Nothing ever waits for a batch to fill, and each caller learns exactly what
-happened to its own job: stored, already stored (dedup), refused, or the exception of its
-batch's call (a batch is one atomic script call: it was stored as a whole or not at all).
+The adds of one queue object are group-committed (:class:`varmq.contract.batching.GroupCommit`,
+up to :data:`MAX_BATCH` adds a call and :data:`ROUNDS` calls a leader): one add alone is
+written at once; adds that arrive while a call is in flight go together in the next one. Each
+caller learns exactly what happened to its own job: stored, already stored (dedup), refused,
+or the exception of its batch's call (a batch is one atomic script call: it was stored as a
+whole or not at all).
 
 The command is packed here, once per batch, from parts encoded once per queue object, and sent
 on a connection this queue object keeps (plain Redis): no per-call command parsing, pool
@@ -19,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from redis import Redis
@@ -28,16 +27,16 @@ from redis.exceptions import NoScriptError
 from redisq.errors import FAILURES
 from redisq.script import FAILED, SCRIPT_SHA, SCRIPT_TEXT, Failed, ScriptRunner
 
-__all__ = ["MAX_BATCH", "AddCommand", "GroupCommit", "Triple", "bulk"]
+__all__ = ["MAX_BATCH", "ROUNDS", "AddCommand", "Sender", "Triple", "bulk"]
 
 # The keys of a plain add, by their index in the queue's keys (KEYS order of queue.lua): meta,
 # ready, payloads, priorities, seq.
 _PLAIN_KEYS: Final = (0, 1, 2, 3, 9)
 # Adds per script call: one call blocks Redis while it runs, like enqueue_many's chunks.
 MAX_BATCH: Final = 1000
-# Rounds a leader sends before it hands the lead on: each round it keeps saves a thread wake-up,
+# Calls a leader sends before it hands the lead on: each call it keeps saves a thread wake-up,
 # each one delays its own caller by a round trip.
-_ROUNDS: Final = 4
+ROUNDS: Final = 4
 
 # (priority, caller's job id or b"", payload), already bytes: one add as the script takes it.
 Triple = tuple[bytes, bytes, bytes]
@@ -104,109 +103,6 @@ class AddCommand:
         for triple in triples:
             flat.extend(triple)
         return flat
-
-
-class _Caller:
-    """One follower's add: what it sends, what it is told, and the gate it waits at."""
-
-    __slots__ = ("answer", "batch", "error", "gate", "triple")
-
-    def __init__(self, triple: Triple) -> None:
-        self.triple = triple
-        self.answer = 0
-        self.error: BaseException | None = None
-        # Set when this caller is to lead the next round: the callers of that round.
-        self.batch: list[_Caller] | None = None
-        self.gate = threading.Lock()
-        self.gate.acquire()  # released once, by whoever answers this caller or makes it lead
-
-
-class GroupCommit:
-    """Leader/follower group commit of one queue object's adds (sync callers, any thread).
-
-    ``send(triples)`` writes one batch and returns one answer code per triple (or raises);
-    it is only ever called by one thread at a time.
-    """
-
-    def __init__(self, send: Callable[[list[Triple]], Sequence[int]]) -> None:
-        self._send = send
-        self._forked()
-        _LIVE.add(self)
-
-    def _forked(self) -> None:
-        """A fresh state: at creation, and in a forked child (the threads of a write in flight
-        when the process forked do not exist there, nor do its followers)."""
-        # Protects _busy and _waiting. _busy: a leader is writing (or about to); _waiting: the
-        # followers for the next round, in arrival order.
-        self._lock = threading.Lock()
-        self._busy = False
-        self._waiting: list[_Caller] = []
-
-    def add(self, triple: Triple) -> int:
-        """Write ``triple`` (at once, or with the adds that arrive while a write is in flight);
-        its own answer code, or the exception of its batch's call."""
-        with self._lock:
-            if self._busy:
-                me: _Caller | None = _Caller(triple)
-                self._waiting.append(me)  # type: ignore[arg-type]
-            else:
-                self._busy = True
-                me = None
-        if me is None:
-            return self._lead(None, [triple])
-        me.gate.acquire()  # answered, or made the next leader
-        if me.batch is not None:
-            return self._lead(me, [caller.triple for caller in me.batch])
-        if me.error is not None:
-            raise me.error
-        return me.answer
-
-    def _lead(self, me: _Caller | None, triples: list[Triple]) -> int:
-        """Send this caller's round, then (while others wait, up to :data:`_ROUNDS` rounds)
-        theirs too; then hand the lead on. Answers every follower of every round it sent."""
-        batch = me.batch if me is not None and me.batch is not None else None
-        followers = batch[1:] if batch is not None else []
-        mine: int | BaseException = 0
-        for round_ in range(_ROUNDS):
-            error: BaseException | None = None
-            answers: Sequence[int] = ()
-            try:
-                answers = self._send(triples)
-                if len(answers) != len(triples):
-                    raise RuntimeError(f"redisq: {len(answers)} answers for {len(triples)} adds")
-            except BaseException as exc:  # every caller of the batch is told
-                error = exc
-            if round_ == 0:
-                mine = error if error is not None else answers[0]
-                start = 1
-            else:
-                start = 0
-            for index, caller in enumerate(followers, start):
-                caller.answer = 0 if error is not None else answers[index]
-                caller.error = error
-                caller.gate.release()
-            waiting = self._next_round()
-            if not waiting:
-                break
-            if round_ == _ROUNDS - 1:
-                waiting[0].batch = waiting  # the first of them leads the next round
-                waiting[0].gate.release()
-                break
-            followers = waiting
-            triples = [caller.triple for caller in followers]
-        if isinstance(mine, BaseException):
-            raise mine
-        return mine
-
-    def _next_round(self) -> list[_Caller]:
-        """The callers of the next round, taken off the waiting list; none ends the busy
-        state (the next caller writes at once)."""
-        with self._lock:
-            waiting = self._waiting[:MAX_BATCH]
-            del self._waiting[:MAX_BATCH]
-            if not waiting:
-                self._busy = False
-            return waiting
 
 
 class Sender:
@@ -283,8 +179,8 @@ class Sender:
                 self._pool.release(conn)
 
 
-# Every group commit and sender of the process, reset in a forked child.
-_LIVE: weakref.WeakSet[GroupCommit | Sender] = weakref.WeakSet()
+# Every sender of the process, reset in a forked child.
+_LIVE: weakref.WeakSet[Sender] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:

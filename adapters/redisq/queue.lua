@@ -35,7 +35,7 @@ KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}"
   KEYS[17] <q>:record_expiry ZSET  caller's job id -> when its ended record is dropped (ms):
                                    the ended records, soonest dropped first, which is oldest
                                    end first when every object of the queue has the same
-                                   keep_results (as varmq.protocols asks); keep_results_limit
+                                   keep_results (as varmq.contract.protocols asks); keep_results_limit
                                    drops from its head too
 
   job id       string.format('%015d%016d', available at (ms), INCR seq): the first 15 digits are

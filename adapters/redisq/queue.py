@@ -1,13 +1,13 @@
 """Queue objects of redisq: FIFO and priority queues stored in Redis, with leased takes.
 
-Each method is one call of ``queue.lua`` (see its header for the key layout and invariant), so
-every method is atomic on the server and safe from any thread. A method whose call Redis does
-not answer raises :class:`~redisq.errors.RedisUnavailableError` (a ``ConnectionError``) within
-the client's timeouts, so that ``False`` / ``None`` / ``[]`` / ``0`` are always Redis's own
-answer ("refused or fenced", "nothing to take", "nothing waits"); the first failure of an outage
-is also logged once (``redisq`` logger). After ``Queues.close()`` nothing reaches Redis and the
-methods return those "nothing" values. Bad arguments raise ``TypeError``/``ValueError``, before
-anything reaches Redis, by the rules of :mod:`redisq.checks`. The distributed variants live in
+Each method is one call of ``queue.lua`` (see its header for the key layout and invariant), so every
+method is atomic on the server and safe from any thread. A method whose call Redis does not answer
+raises :class:`~redisq.errors.RedisUnavailableError` (a ``ConnectionError``) within the client's
+timeouts, so that ``False`` / ``None`` / ``[]`` / ``0`` are always Redis's own answer ("refused or
+fenced", "nothing to take", "nothing waits"); the first failure of an outage is also logged once
+(``redisq`` logger). After ``Queues.close()`` nothing reaches Redis and the methods return those
+"nothing" values. Bad arguments raise ``TypeError``/``ValueError``, before anything reaches Redis,
+by the rules of :mod:`varmq.contract.rules`. The distributed variants live in
 :mod:`redisq.distributed`.
 """
 
@@ -21,11 +21,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from redisq.aio import AsyncAdds, threads
-from redisq.checks import (
-    DeadLetterRecord,
+from redisq.keys import queue_keys
+from redisq.producer import MAX_BATCH, ROUNDS, AddCommand, Sender, Triple
+from redisq.script import FAILED, ScriptRunner
+from varmq.contract.batching import GroupCommit
+from varmq.contract.protocols import DeadLetterRecord, QueueStats, StoredJobRecord
+from varmq.contract.rules import (
     QueueSettings,
-    QueueStats,
-    StoredJobRecord,
     as_bytes,
     check,
     check_job_id,
@@ -33,9 +35,6 @@ from redisq.checks import (
     delay_ms,
     error_text,
 )
-from redisq.keys import queue_keys
-from redisq.producer import AddCommand, GroupCommit, Sender, Triple
-from redisq.script import FAILED, ScriptRunner
 
 if TYPE_CHECKING:
     from redisq.pubsub import Listener
@@ -94,7 +93,9 @@ class _StoredQueue:
         # Adds available now go through the group commit of this object (redisq.producer).
         self._add_command = AddCommand(self._keys.keys, self.KIND, self._channel, self._keep_ms)
         self._sender = Sender(runner, name, self._add_command)
-        self._group = GroupCommit(self._send_adds)
+        self._group: GroupCommit[Triple, int] = GroupCommit(
+            self._write_adds, max_batch=MAX_BATCH, rounds=ROUNDS
+        )
         self._async_adds = AsyncAdds(
             runner, name, self._add_command, self._get_capacity, self._codes, self._send_adds
         )
@@ -150,7 +151,7 @@ class _StoredQueue:
         """Store the checked ``item``; callers check ``priority``, ``job_id`` and the delay."""
         if wait_ms <= 0:
             triple = self._triple(item, priority, job_id)
-            return False if self._closed else self._group.add(triple) > 0
+            return False if self._closed else self._group.submit((triple,))[0] > 0
         payload = as_bytes(self._subject, item)
         if self._closed:
             return False
@@ -188,6 +189,10 @@ class _StoredQueue:
 
     def _get_capacity(self) -> int:
         return self._capacity
+
+    def _write_adds(self, gather: Callable[[], list[Triple]]) -> list[int]:
+        """One write of the group commit: the adds waiting now, in one call."""
+        return self._send_adds(gather())
 
     def _send_adds(self, triples: list[Triple]) -> list[int]:
         """One group-commit round: the answer code of each add (1, 2 stored; 0 refused)."""

@@ -17,7 +17,6 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 from redis.retry import Retry
 
-from redisq.checks import QueueOptions, check_name, queue_settings
 from redisq.distributed import DistributedPriorityQueue, DistributedQueue
 from redisq.errors import FAILURES, EvictionPolicyError, RedisUnavailableError
 from redisq.health import Health
@@ -27,6 +26,7 @@ from redisq.pubsub import Listener
 from redisq.queue import PRIORITY, PriorityQueue, Queue, _StoredQueue
 from redisq.script import Client, ScriptRunner
 from redisq.topics import Topics
+from varmq.contract.rules import QueueOptions, check_name, queue_settings
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -296,7 +296,7 @@ class Queues:
     def new_queue(self, name: str, **options: Unpack[QueueOptions]) -> Queue:
         """Open the FIFO queue ``name`` (created on first enqueue).
 
-        ``options``: :class:`~redisq.checks.QueueOptions`. Raises :class:`QueueKindError` if
+        ``options``: :class:`~varmq.contract.rules.QueueOptions`. Raises :class:`QueueKindError` if
         ``name`` is a priority queue.
         """
         return self._open(Queue, name, options)

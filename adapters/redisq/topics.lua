@@ -45,7 +45,7 @@ ARGV[1] command name, ARGV[2] now in integer ms from a test clock ("" = the serv
                                                            (nothing stored: route again), else
                                                            {copies stored, sequence}
 
-publish is the atomic step of "Topics" in varmq.protocols: the caller matched the name against
+publish is the atomic step of "Topics" in varmq.contract.protocols: the caller matched the name against
 the bindings of version ARGV[3] and hands over the keys of exactly the queues they route to;
 the script stores the copies only if the bindings are still that version, so the copies follow
 the bindings as they are when they land, every copy or none. A copy is stored as enqueue
@@ -53,6 +53,12 @@ stores a job available now with priority 0 (a queue never opened becomes "fifo":
 its first job id is made, see below), skipped as a
 dedup hit while a job with its job id is stored, and announced with "enqueued" on its queue's
 channel. Whatever was stored, the publish is announced to live subscribers.
+
+A copy's bytes are the job envelope of varmq.contract.envelope, written here because the data
+(ARGV[7], JSON text encoded once by envelope.data_json) meets each copy's job id only in Redis:
+{"id":<the job id as a JSON string>,"status":"Created","data":<ARGV[7]>}, byte for byte what
+envelope.Copies writes in Python. This is the one writer of the envelope outside Python; the
+conformance suite decodes what every storage's publish stored.
 ]]
 
 if redis.replicate_commands then
@@ -91,7 +97,7 @@ if command == 'publish' then
     local job_id, dedup_key, job_ids, seq
     if dedup then
       dedup_key, job_ids, seq = KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
-      job_id = message_id .. '@' .. queue -- varmq.topic_names.copy_id
+      job_id = message_id .. '@' .. queue -- varmq.contract.topic_names.copy_id
     else
       seq = KEYS[base + 4]
     end

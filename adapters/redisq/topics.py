@@ -2,8 +2,8 @@
 subscribers over Redis pub/sub.
 
 What a :class:`Topics` object offers is ``IStorageTopics`` and ``ILiveTopics`` of
-``varmq.protocols`` ("Topics"). The whole storage protocol is ``topics.lua`` (Redis Cluster:
-with ``queue.lua``'s enqueue); the keys are in ``keys.py``.
+``varmq.contract.protocols`` ("Topics"). The whole storage protocol is ``topics.lua`` (Redis
+Cluster: with ``queue.lua``'s enqueue); the keys are in ``keys.py``.
 
 Bindings
     One SET of ``["<pattern>","<queue>"]`` members and a version counter bumped by every bind
@@ -53,11 +53,19 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redis.cluster import RedisCluster
 
-from redisq.checks import check_name as check_queue_name
 from redisq.errors import FAILURES, RedisUnavailableError
 from redisq.keys import REGISTRY, TOPIC_KEYS, queue_keys, topic_channel, topic_channel_glob
 from redisq.script import SCRIPT_TEXT, Client
-from redisq.topic_names import ON_FULL, PatternTrie, check_name, check_pattern, copy_id, matches
+from varmq.contract import envelope
+from varmq.contract.rules import check_name as check_queue_name
+from varmq.contract.topic_names import (
+    ON_FULL,
+    PatternTrie,
+    check_name,
+    check_pattern,
+    copy_id,
+    matches,
+)
 
 if TYPE_CHECKING:
     from redis.client import PubSub
@@ -206,12 +214,13 @@ class Topics:
                 f"{self._subject}: message_id must be a non-empty str, got {message_id!r} "
                 f"({type(message_id).__name__})"
             )
-        data_json = _data_json(self._subject, name, data)
+        copies = _copies(self._subject, name, data)
+        data_json = copies.data_json
         if self._cluster:
             live = f"{json.dumps([name, message_id], ensure_ascii=False)[:-1]},{data_json}]"
             live_bytes = live.encode("utf-8", "surrogatepass")
-            return self._publish_per_copy(name, check_name(name), message_id, data_json, live_bytes)
-        data_bytes = data_json.encode("utf-8", "surrogatepass")
+            return self._publish_per_copy(name, check_name(name), message_id, copies, live_bytes)
+        data_bytes = data_json.encode()
         for _ in range(_ROUTE_ATTEMPTS):
             if routing is None:
                 routing = self._read_routes()[0]
@@ -251,7 +260,7 @@ class Topics:
         name: str,
         words: tuple[str, ...],
         message_id: str | None,
-        data_json: str,
+        copies: envelope.Copies,
         live: bytes,
     ) -> int:
         """Redis Cluster: announce the publish, then store each copy by its own dedup
@@ -267,7 +276,7 @@ class Topics:
         for queue in queues:
             keys = queue_keys(queue)
             job_id = copy_id(message_id, queue) if message_id else self._fresh_id()
-            payload = _envelope(job_id, data_json)
+            payload = copies.of(job_id)
             dedup = job_id if message_id else ""
             what = f"publish {name!r} into queue {queue!r}"
             kind = "fifo"
@@ -705,19 +714,12 @@ def _member(pattern: str, queue: str) -> str:
     return json.dumps([pattern, queue], ensure_ascii=False)
 
 
-def _data_json(subject: str, name: str, data: Any) -> str:
-    """``data`` as JSON text; ``TypeError`` when it has no JSON form."""
+def _copies(subject: str, name: str, data: Any) -> envelope.Copies:
+    """The envelopes of the copies of ``data``; ``TypeError`` when it cannot be stored."""
     try:
-        return json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"{subject}: publish to {name!r}: data is not JSON-encodable ({exc})"
-        ) from None
-
-
-def _envelope(job_id: str, data_json: str) -> bytes:
-    text = f'{{"id":{json.dumps(job_id)},"status":"Created","data":{data_json}}}'
-    return text.encode("utf-8", "surrogatepass")
+        return envelope.Copies(data)
+    except TypeError as exc:
+        raise TypeError(f"{subject}: publish to {name!r}: {exc}") from None
 
 
 def _text(value: Any) -> str:

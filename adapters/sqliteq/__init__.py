@@ -11,14 +11,17 @@
     q.acknowledge(ack_id)
     queues.close()
 
-The queue objects match :mod:`varmq.protocols` structurally (this package never imports
-varmq). Standard library only. See ``docs/sqliteq.md``.
+The queue objects match :mod:`varmq.contract.protocols` structurally; of varmq, this package
+imports only :mod:`varmq.contract` (its rules, envelope, topic names and group commit).
+Standard library only. See ``docs/sqliteq.md``.
 """
 
 from __future__ import annotations
 
-from ._checks import DeadLetterRecord, QueueOptions, QueueStats
+from varmq.contract.protocols import DeadLetterRecord, QueueStats
+
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
+from ._options import QueueOptions
 from ._queues import URL_SCHEMES, Queues, new, open_url
 from ._topics import Topics, TopicsStorageError
 from .errors import (

@@ -13,8 +13,10 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from varmq.contract.protocols import DeadLetterRecord
+from varmq.contract.rules import as_bytes, check, check_keys, error_text
+
 from . import _sql
-from ._checks import DeadLetterRecord, as_bytes, check, check_keys, error_text
 from ._records import JobRecords
 from ._retention import DEAD, keep_within
 

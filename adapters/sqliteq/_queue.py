@@ -12,7 +12,7 @@ A method that cannot get an answer from the file raises
 :class:`~sqliteq.errors.StorageUnavailableError` naming the file and the operation, with
 nothing done (see :class:`~sqliteq._database.Database`); its answers (``[]``, ``None``,
 ``False``, ``0``) always mean what they say. Bad arguments raise, before anything is
-written, by the rules of :mod:`sqliteq._checks`.
+written, by the rules of :mod:`varmq.contract.rules`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,14 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from varmq.contract.protocols import QueueStats
+from varmq.contract.rules import as_bytes, check, check_job_id, delay_ms
+
 from . import _sql
-from ._checks import QueueSettings, QueueStats, as_bytes, check, check_job_id, delay_ms
 from ._database import Database
 from ._dead import DeadLetterShelf
 from ._group import Add
+from ._options import QueueSettings
 from ._records import Outcome
 from ._retention import DONE, keep_within
 from ._watch import Watcher

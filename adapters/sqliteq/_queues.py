@@ -7,12 +7,14 @@ import sqlite3
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from varmq.contract.rules import check_name
+
 from . import _sql
-from ._checks import QueueOptions, QueueSettings, check_name, queue_settings
 from ._clock import Clock, host_lease_clock, wall_clock_ms
 from ._database import Database
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._open import connect, open_database, open_read_only, read_only_query
+from ._options import QueueOptions, QueueSettings, queue_settings
 from ._queue import StoredQueue
 from ._topics import Topics
 from ._watch import Watcher

@@ -25,8 +25,9 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from varmq.contract.rules import as_bytes, check_job_id
+
 from . import _sql
-from ._checks import as_bytes, check_job_id
 from ._database import Database
 from ._watch import Watcher
 

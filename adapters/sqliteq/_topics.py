@@ -1,6 +1,6 @@
 """``Queues.topics()``: topic bindings stored in the file, and publishing into bound queues.
 
-What a ``Topics`` object offers is ``IStorageTopics`` of ``varmq.protocols`` ("Topics"): a
+What a ``Topics`` object offers is ``IStorageTopics`` of ``varmq.contract.protocols`` ("Topics"): a
 binding ``(pattern, queue)`` is a row of ``topic_bindings`` (schema version 5), so every
 process using the file honours every binding, whoever made it. ``publish`` reads the bindings
 and stores one copy per matching queue in one write transaction (every copy or none); each
@@ -19,17 +19,18 @@ here raises :class:`TopicsStorageError` (an ``OSError`` naming the file) for sto
 from __future__ import annotations
 
 import itertools
-import json
 import sqlite3
 import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from varmq.contract import envelope
+from varmq.contract.rules import check_name as check_queue_name
+from varmq.contract.topic_names import PatternTrie, check_name, check_pattern, copy_id
+
 from . import _sql
-from ._checks import check_name as check_queue_name
 from ._database import Database
-from ._topic_names import PatternTrie, check_name, check_pattern, copy_id
 from .errors import StorageUnavailableError
 
 __all__ = ["Topics", "TopicsStorageError"]
@@ -118,8 +119,7 @@ class Topics:
                 f"{self._subject}: message_id must be a non-empty str, got {message_id!r} "
                 f"({type(message_id).__name__})"
             )
-        body_json = _data_json(self._subject, name, data)
-        tail = f',"status":"Created","data":{body_json}}}'
+        copies = _copies(self._subject, name, data)
         registered = self._registered
         added: list[str] = []
 
@@ -137,16 +137,15 @@ class Topics:
                 stored_in = []
                 for queue in queues:
                     job_id = copy_id(message_id, queue)
-                    params = _copy(queue, json.dumps(job_id), tail, now)
+                    params = _copy(queue, copies.of(job_id), now)
                     params["job_id"] = job_id
                     params["keep_ms"] = None  # a copy has no record
                     if conn.execute(_sql.ENQUEUE_DEDUP, params).rowcount == 1:
                         stored_in.append(queue)
             else:
                 prefix, count = self._id_prefix, self._id_count
-                # Hex ids: JSON strings as they are.
-                copies = [_copy(q, f'"{prefix}{next(count):016x}"', tail, now) for q in queues]
-                conn.executemany(_sql.ENQUEUE, copies)
+                fresh = [_copy(q, copies.of(f"{prefix}{next(count):016x}"), now) for q in queues]
+                conn.executemany(_sql.ENQUEUE, fresh)
                 stored_in = queues
             if stored_in is not queues:
                 bumps = [{"queue": queue} for queue in stored_in]
@@ -186,27 +185,18 @@ class Topics:
             raise TopicsStorageError(self._db.path, what, str(exc)) from exc
 
 
-def _copy(queue: str, id_json: str, tail: str, now: int) -> dict[str, Any]:
-    """The parameters of ENQUEUE for one copy: its envelope is the job id (``id_json``, a JSON
-    string), then ``tail``."""
-    envelope = f'{{"id":{id_json}{tail}'
-    return {
-        "queue": queue,
-        "priority": 0,
-        "data": envelope.encode("utf-8", "surrogatepass"),
-        "now": now,
-    }
+def _copy(queue: str, envelope: bytes, now: int) -> dict[str, Any]:
+    """The parameters of ENQUEUE for one copy, stored as ``envelope``."""
+    return {"queue": queue, "priority": 0, "data": envelope, "now": now}
 
 
 def _rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return [(str(p), str(q)) for p, q in conn.execute(_sql.TOPIC_BINDINGS)]
 
 
-def _data_json(subject: str, name: str, data: Any) -> str:
-    """``data`` as JSON text; ``TypeError`` when it has no JSON form."""
+def _copies(subject: str, name: str, data: Any) -> envelope.Copies:
+    """The envelopes of the copies of ``data``; ``TypeError`` when it cannot be stored."""
     try:
-        return json.dumps(data, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"{subject}: publish to {name!r}: data is not JSON-encodable ({exc})"
-        ) from None
+        return envelope.Copies(data)
+    except TypeError as exc:
+        raise TypeError(f"{subject}: publish to {name!r}: {exc}") from None

@@ -4,7 +4,7 @@ A coroutine must not block its event loop on SQLite, and a burst of ``enqueue_as
 (one per request a web service serves) should cost one transaction, not one each. So the adds
 coroutines make go to one small thread of the ``Queues`` (``sqliteq:writer``, started by the
 first one): it takes every add waiting for it, stores them through the same
-:class:`~sqliteq._group.GroupCommit` as the threads' adds (so they may share a transaction
+:class:`~sqliteq._group.Adds` as the threads' adds (so they may share a transaction
 with those too) and completes the awaiting futures on their own loops with
 ``loop.call_soon_threadsafe``, one call per loop and batch.
 
@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Sequence
 
 from ._database import Database
-from ._group import Add, GroupCommit
+from ._group import Add, Adds
 
 __all__ = ["Writer"]
 
@@ -37,7 +37,7 @@ class Writer:
     coroutines."""
 
     def __init__(self, db: Database) -> None:
-        self.group = GroupCommit(db)
+        self.group = Adds(db)
         self._path = db.path
         # Protects _waiting, _thread and _closed; notified when the first add waits.
         self._cond = threading.Condition(threading.Lock())
@@ -46,7 +46,7 @@ class Writer:
         self._closed = False
         _instances.add(self)
 
-    def store(self, adds: list[Add]) -> list[bool]:
+    def store(self, adds: Sequence[Add]) -> Sequence[bool]:
         """Store ``adds`` from this thread, maybe in one transaction with other callers' adds."""
         return self.group.store(adds)
 

@@ -6,7 +6,7 @@ connection past ``busy_timeout``, disk full, I/O error, a damaged or replaced fi
 ``sqlite3`` error chained; nothing it was asked to do is done. Its answers stay answers:
 ``[]`` from a take means "empty", ``False`` from ``acknowledge`` or ``extend_lease`` means
 "not your lease any more". Bad arguments raise the plain ``TypeError`` and ``ValueError`` of
-:mod:`sqliteq._checks`; opening a file that is not ours raises a
+:mod:`varmq.contract.rules`; opening a file that is not ours raises a
 :class:`RefusedDatabaseError`.
 """
 

@@ -1,4 +1,5 @@
-"""Producers' adds: the group commit (redisq.producer) and the asyncio transport (redisq.aio).
+"""Producers' adds on Redis: the group commit of redisq.producer and the asyncio transport
+(redisq.aio). The group commit itself is tested in tests/unit/test_group_commit.py.
 
 Every caller must be told what happened to its own job, whether it wrote alone, led a batch or
 rode along in one: stored, already stored, refused, or the exception of its batch's call.
@@ -7,10 +8,8 @@ rode along in one: stored, already stored, refused, or the exception of its batc
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,154 +17,12 @@ from redis.cluster import RedisCluster
 
 import redisq
 import varmq
-from redisq.producer import GroupCommit, Triple
+from redisq.producer import Triple
 from tests.adapters.conftest import Backend
 from tests.support.redis_server import RedisClusterNodes
 
 THREADS = 8
 WAIT = 10.0
-
-
-def _triple(n: int) -> Triple:
-    return (b"0", b"", b"%d" % n)
-
-
-class _HeldSend:
-    """A send that holds its first call until told, so that later callers pile up behind it.
-
-    Answers each triple with the number in its payload modulo 3 (so callers get different
-    answers), and records every batch it was given.
-    """
-
-    def __init__(self, fail_batch: int | None = None) -> None:
-        self.batches: list[list[Triple]] = []
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self._fail_batch = fail_batch
-
-    def __call__(self, triples: list[Triple]) -> list[int]:
-        self.batches.append(list(triples))
-        if len(self.batches) == 1:
-            self.entered.set()
-            assert self.release.wait(WAIT)
-        if self._fail_batch == len(self.batches):
-            raise redisq.RedisUnavailableError("redisq: the batch's call failed")
-        return [int(payload) % 3 for _, _, payload in triples]
-
-
-def _pile_up(group: GroupCommit, send: _HeldSend, numbers: Sequence[int]) -> dict[int, Any]:
-    """Number 0 leads and is held; the others arrive while it writes. Each one's outcome."""
-    outcomes: dict[int, Any] = {}
-
-    def add(n: int) -> None:
-        try:
-            outcomes[n] = group.add(_triple(n))
-        except Exception as exc:
-            outcomes[n] = exc
-
-    leader = threading.Thread(target=add, args=(numbers[0],))
-    leader.start()
-    assert send.entered.wait(WAIT)
-    followers = [threading.Thread(target=add, args=(n,)) for n in numbers[1:]]
-    for thread in followers:
-        thread.start()
-    _until(lambda: len(group._waiting) == len(followers))
-    send.release.set()
-    for thread in [leader, *followers]:
-        thread.join(WAIT)
-    return outcomes
-
-
-def _until(condition: Callable[[], bool]) -> None:
-    done = threading.Event()
-    for _ in range(int(WAIT / 0.01)):
-        if condition():
-            return
-        done.wait(0.01)
-    raise AssertionError("condition not reached")
-
-
-def test_a_caller_alone_is_written_at_once_in_a_batch_of_its_own() -> None:
-    batches: list[list[Triple]] = []
-
-    def send(triples: list[Triple]) -> list[int]:
-        batches.append(triples)
-        return [1] * len(triples)
-
-    group = GroupCommit(send)
-    assert group.add(_triple(7)) == 1
-    assert group.add(_triple(8)) == 1
-    assert batches == [[_triple(7)], [_triple(8)]]
-
-
-def test_callers_arriving_during_a_write_go_in_the_next_call_each_with_its_own_answer() -> None:
-    send = _HeldSend()
-    group = GroupCommit(send)
-    outcomes = _pile_up(group, send, range(10))
-    assert outcomes == {n: n % 3 for n in range(10)}
-    assert [len(batch) for batch in send.batches] == [1, 9]  # one round trip for the nine
-
-
-def test_a_leader_hands_the_lead_on_after_its_rounds_and_every_caller_is_answered() -> None:
-    # Every write sees one more caller arrive: rounds keep coming, more than one leader sends.
-    batches: list[list[Triple]] = []
-    outcomes: dict[int, int] = {}
-    threads: list[threading.Thread] = []
-
-    def add(n: int) -> None:
-        outcomes[n] = group.add(_triple(n))
-
-    def send(triples: list[Triple]) -> list[int]:
-        batches.append(triples)
-        if len(batches) < 10:
-            arriving = threading.Thread(target=add, args=(len(batches),))
-            arriving.start()
-            threads.append(arriving)
-            _until(lambda: len(group._waiting) == 1)
-        return [int(payload) for _, _, payload in triples]
-
-    group = GroupCommit(send)
-    add(0)
-    for thread in threads:
-        thread.join(WAIT)
-    assert outcomes == {n: n for n in range(10)}
-    assert batches == [[_triple(n)] for n in range(10)]
-
-
-def test_a_child_forked_during_a_write_adds_at_once() -> None:
-    send = _HeldSend()
-    group = GroupCommit(send)
-    leader = threading.Thread(target=group.add, args=(_triple(1),))
-    leader.start()
-    assert send.entered.wait(WAIT)  # the parent's write is in flight when it forks
-    pid = os.fork()
-    if pid == 0:  # the child: no leader thread here; its add must not wait for one
-        signal.alarm(int(WAIT))
-        os._exit(0 if group.add(_triple(5)) == 2 else 1)
-    send.release.set()
-    leader.join(WAIT)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-
-
-def test_a_failing_batch_tells_every_caller_of_that_batch_and_no_other() -> None:
-    send = _HeldSend(fail_batch=2)
-    group = GroupCommit(send)
-    outcomes = _pile_up(group, send, range(6))
-    assert outcomes[0] == 0  # the first call worked
-    for n in range(1, 6):
-        assert isinstance(outcomes[n], redisq.RedisUnavailableError), outcomes[n]
-    assert group.add(_triple(4)) == 1  # the next add writes again
-
-
-def test_a_reply_of_the_wrong_length_fails_the_batch_rather_than_guess() -> None:
-    group = GroupCommit(lambda triples: [1])
-    assert group.add(_triple(1)) == 1
-    send = _HeldSend()
-    group = GroupCommit(lambda triples: send(triples)[:1])
-    outcomes = _pile_up(group, send, range(3))
-    assert outcomes[0] == 0
-    assert all(isinstance(outcomes[n], RuntimeError) for n in (1, 2))
 
 
 # -- on Redis ----------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import redisq
 from redisq.keys import queue_keys
 from tests.adapters.conftest import Backend
 from tests.support.redis_server import RedisClusterNodes
-from varmq import envelope
+from varmq.contract import envelope
 
 WAIT = 10.0
 

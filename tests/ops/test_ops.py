@@ -11,7 +11,6 @@ import pytest
 
 import sqliteq
 import varmq
-from redisq.location import redact as redisq_redact
 from varmq.ops import StoreView, bound_dead_letters, bound_queues, dead_letter_rows, find_workers
 from varmq.stores import StoreError, open_store, redact_url, scheme_of, scrub
 from varmq.testing.storage import MemoryStorage
@@ -193,10 +192,8 @@ _URLS = [
 
 
 @pytest.mark.parametrize("url", _URLS)
-def test_the_core_redaction_gives_what_redisq_gives(url: str) -> None:
-    shown = redact_url(url)
-    assert shown == redisq_redact(url)
-    assert "secret" not in shown
+def test_the_redaction_hides_every_secret(url: str) -> None:
+    assert "secret" not in redact_url(url)
 
 
 def test_scrub_hides_the_url_and_its_secrets_wherever_a_message_quotes_them() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import varmq
-from varmq.protocols import StoredJobRecord
+from varmq.contract.protocols import StoredJobRecord
 from varmq.records import StorageRecords
 from varmq.testing import FakeClock, MemoryStorage
 

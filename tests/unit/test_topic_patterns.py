@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import varmq
-from varmq.topic_names import PatternTrie, check_name, check_pattern, copy_id, matches
+from varmq.contract.topic_names import PatternTrie, check_name, check_pattern, copy_id, matches
 
 
 def reference_match(pattern: Sequence[str], name: Sequence[str]) -> bool:

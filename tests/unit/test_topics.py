@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import varmq
+from varmq.contract.topic_names import copy_id
 from varmq.testing import MemoryStorage
-from varmq.topic_names import copy_id
 
 WAIT = 10.0
 

@@ -1,11 +1,11 @@
 """The reference storage's job records: one book per named queue, kept under the storage's lock.
 
-Private to ``varmq.testing``: :class:`RecordBook` holds the :class:`Record` of every job added
-with an id through a queue object opened with ``keep_results``, moves it through the states of
-``varmq.protocols`` ("Job records") when :mod:`varmq.testing.storage` tells it what happened to
-the job, and drops ended records after their ``keep_results`` and beyond the queue's
-``keep_results_limit``. No locking and no clock of its own: the caller holds the storage's lock
-and passes the time (the storage clock for expiry, Unix seconds for the fields). No I/O.
+Private to ``varmq.testing``: :class:`RecordBook` holds the :class:`Record` of every job added with
+an id through a queue object opened with ``keep_results``, moves it through the states of
+``varmq.contract.protocols`` ("Job records") when :mod:`varmq.testing.storage` tells it what
+happened to the job, and drops ended records after their ``keep_results`` and beyond the queue's
+``keep_results_limit``. No locking and no clock of its own: the caller holds the storage's lock and
+passes the time (the storage clock for expiry, Unix seconds for the fields). No I/O.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import heapq
 import itertools
 from dataclasses import dataclass, field
 
-from varmq.protocols import ENDED_STATES, StoredJobRecord
+from varmq.contract.protocols import ENDED_STATES, StoredJobRecord
 
 __all__ = ["Record", "RecordBook"]
 

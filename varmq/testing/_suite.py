@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from varmq.protocols import (
+from varmq.contract.protocols import (
     IAsyncEnqueue,
     IBatchAcknowledgeable,
     ICapacitySetter,

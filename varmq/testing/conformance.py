@@ -1,10 +1,10 @@
 """The storage conformance suite: the tests every queue storage passes, ours and anyone's.
 
-Written only against ``varmq.protocols``; it never looks at how a storage works inside. To run
-it on a storage, subclass :class:`QueueConformance` in a test module, in a class whose name starts
-with ``Test`` so pytest collects it, and give it a harness. A store with the four ``new_*``
-openers (like ``sqliteq.Queues``, ``redisq.Queues`` and the reference ``MemoryStorage``) needs
-no harness code of its own, only :class:`QueuesHarness`::
+Written only against ``varmq.contract.protocols``; it never looks at how a storage works inside. To
+run it on a storage, subclass :class:`QueueConformance` in a test module, in a class whose name
+starts with ``Test`` so pytest collects it, and give it a harness. A store with the four ``new_*``
+openers (like ``sqliteq.Queues``, ``redisq.Queues`` and the reference ``MemoryStorage``) needs no
+harness code of its own, only :class:`QueuesHarness`::
 
     from varmq.testing import FakeWallClock
     from varmq.testing.conformance import ALL_EXTENSIONS, QueueConformance, QueuesHarness
@@ -60,7 +60,7 @@ from typing import Any
 
 import pytest
 
-from varmq.protocols import (
+from varmq.contract.protocols import (
     IBatchAcknowledgeable,
     ICapacitySetter,
     ICountedDelivery,

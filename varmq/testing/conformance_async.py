@@ -1,4 +1,4 @@
-"""Conformance part: adds for coroutines (:class:`~varmq.protocols.IAsyncEnqueue`).
+"""Conformance part: adds for coroutines (:class:`~varmq.contract.protocols.IAsyncEnqueue`).
 
 ``enqueue_async``, ``enqueue_dedup_async`` and ``enqueue_delayed_async`` give the answers their
 blocking forms give, also when many run at once (as the adds of a web service's requests do,
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from varmq.protocols import IAsyncEnqueue, ICapacitySetter, IDedupQueue, IDelayedEnqueue
+from varmq.contract.protocols import IAsyncEnqueue, ICapacitySetter, IDedupQueue, IDelayedEnqueue
 from varmq.testing._suite import (
     ALL_KINDS,
     DELAY,

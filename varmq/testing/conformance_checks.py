@@ -1,7 +1,7 @@
 """The conformance tests of argument checks and store shape: ``CheckConformance``.
 
 A part of :class:`varmq.testing.conformance.QueueConformance`. Every storage refuses the same
-bad arguments with the same exception types (``varmq.protocols``, "Arguments and options"):
+bad arguments with the same exception types (``varmq.contract.protocols``, "Arguments and options"):
 ``TypeError`` for a value of the wrong type, ``ValueError`` for one out of range, raised before
 anything is stored, with a message that names the store, the queue, the argument and its value.
 Ack ids are the exception: any unknown one, of any type, gives ``False``. These tests also pin
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from varmq.protocols import (
+from varmq.contract.protocols import (
     MAX_COUNT,
     MAX_DELAY,
     MAX_PRIORITY,

@@ -3,7 +3,7 @@
 Part of :class:`~varmq.testing.conformance.QueueConformance`; see that module for how to run the
 suite. Two contracts are pinned here:
 
-- ``release(ack_id)`` (:class:`~varmq.protocols.ILeaseReleasable`): a taken job that never
+- ``release(ack_id)`` (:class:`~varmq.contract.protocols.ILeaseReleasable`): a taken job that never
   started goes back at once to its place in line, and the delivery does not count;
 - an outage: while the storage cannot answer, every call raises (never ``TypeError`` or
   ``ValueError``) instead of answering for it, nothing is half done, and everything works
@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from varmq.protocols import (
+from varmq.contract.protocols import (
     ILeaseExtendable,
     ILeaseReleasable,
     IMultiAcknowledgeable,

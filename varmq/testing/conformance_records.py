@@ -1,9 +1,10 @@
 """The conformance tests of job records: ``RecordConformance``.
 
-A part of :class:`~varmq.testing.conformance.QueueConformance`; see that module for how to run
-the suite. Each test runs when the storage claims :class:`~varmq.protocols.IJobRecords` (the
-notification test: :class:`~varmq.protocols.IRecordSubscribable`), both in
-``RECORD_EXTENSIONS``. The semantics checked are those of ``varmq.protocols``, "Job records":
+A part of :class:`~varmq.testing.conformance.QueueConformance`; see that module for how to run the
+suite. Each test runs when the storage claims :class:`~varmq.contract.protocols.IJobRecords` (the
+notification test: :class:`~varmq.contract.protocols.IRecordSubscribable`), both in
+``RECORD_EXTENSIONS``. The semantics checked are those of ``varmq.contract.protocols``, "Job
+records":
 
 - every state a job's record passes through: queued, delayed, running, succeeded, failed,
   dead, cancelled, with its attempts, times and outcome bytes, seen through any object;
@@ -36,7 +37,7 @@ from typing import Any
 import pytest
 
 import varmq
-from varmq.protocols import (
+from varmq.contract.protocols import (
     ENDED_STATES,
     JOB_STATES,
     MAX_COUNT,

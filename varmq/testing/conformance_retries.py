@@ -5,18 +5,18 @@ subclassing ``QueueConformance`` as usual, not this class alone.
 Each test runs only when the storage claims its protocols (``IDelayedEnqueue``, ``INackable``,
 ``IDeadLetterable``, ``IQueueStats``, listed together in ``RETRY_EXTENSIONS``) in ``extensions``.
 
-The semantics checked are those written in ``varmq.protocols``: a delayed or nacked job is not
-handed out before it is due, then joins the end of its priority's line at its due time; a nack
+The semantics checked are those written in ``varmq.contract.protocols``: a delayed or nacked job is
+not handed out before it is due, then joins the end of its priority's line at its due time; a nack
 or dead letter with a stale ack id is refused and changes nothing; dead letters are listed oldest
-first, can be requeued with their attempts reset, and are bounded by count and age. Delays are
-0.5 s and time passes by ``harness.advance``, as in the lease tests.
+first, can be requeued with their attempts reset, and are bounded by count and age. Delays are 0.5 s
+and time passes by ``harness.advance``, as in the lease tests.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from varmq.protocols import (
+from varmq.contract.protocols import (
     ICountedDelivery,
     IDeadLetterable,
     IDedupQueue,

@@ -1,12 +1,12 @@
 """The conformance tests of a store's topics: bindings in the storage, copies stored once, and
 live subscribers (``TopicConformance``).
 
-A part of :class:`varmq.testing.conformance.QueueConformance`; see that module for how to run
-the suite. The store (``harness.queues()``) offers ``topics()``, implementing
-``IStorageTopics`` and, for live subscribers, ``ILiveTopics`` ("Topics" in
-``varmq.protocols``). Every call to ``harness.queues()`` may return another store object, as
-another process would have: a binding made through one must be honoured by all. Bindings
-outlive a test in storage, so every test uses topic words of its own (``fresh_word``).
+A part of :class:`varmq.testing.conformance.QueueConformance`; see that module for how to run the
+suite. The store (``harness.queues()``) offers ``topics()``, implementing ``IStorageTopics`` and,
+for live subscribers, ``ILiveTopics`` ("Topics" in ``varmq.contract.protocols``). Every call to
+``harness.queues()`` may return another store object, as another process would have: a binding made
+through one must be honoured by all. Bindings outlive a test in storage, so every test uses topic
+words of its own (``fresh_word``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 import varmq
-from varmq import envelope
-from varmq.protocols import ILiveSubscription, ILiveTopics, IStorageTopics
+from varmq.contract import envelope
+from varmq.contract.protocols import ILiveSubscription, ILiveTopics, IStorageTopics
+from varmq.contract.topic_names import check_name, check_pattern, copy_id, matches
 from varmq.testing._suite import (
     ALL_KINDS,
     DISTRIBUTED_KINDS,
@@ -33,7 +34,6 @@ from varmq.testing._suite import (
     kinds,
 )
 from varmq.testing.harness import QueueKind, StorageHarness
-from varmq.topic_names import check_name, check_pattern, copy_id, matches
 
 __all__ = ["TopicConformance"]
 
@@ -233,6 +233,10 @@ class TopicConformance(SuiteBase):
             topics.publish(word, 1, message_id=5)
         with pytest.raises(TypeError, match="JSON"):
             topics.publish(word, object())
+        with pytest.raises(TypeError, match="JSON"):
+            topics.publish(word, float("nan"))
+        with pytest.raises(TypeError, match="not valid Unicode"):
+            topics.publish(word, "lone \ud800")  # stored, it would never decode
         assert len(q) == 0
 
     def test_every_topic_call_raises_during_an_outage_and_works_after_it(

@@ -13,7 +13,7 @@ import time
 from typing import ClassVar
 
 import varmq
-from varmq.protocols import ICountedDelivery, IDeadLetterable
+from varmq.contract.protocols import ICountedDelivery, IDeadLetterable
 from varmq.testing._suite import (
     ALL_KINDS,
     LEASE,

@@ -17,8 +17,8 @@ so no thread is needed. Delayed jobs (``enqueue_delayed``, ``nack`` with a delay
 same way: the next call moves them into line. ``FakeClock`` lets a test move time by hand; the
 default clock is ``time.monotonic``.
 
-Retries follow the semantics written in ``varmq.protocols``: ``nack(ack_id, delay)`` gives a job
-back, ``dead_letter(ack_id, error)`` shelves it for an operator (``dead_letters``,
+Retries follow the semantics written in ``varmq.contract.protocols``: ``nack(ack_id, delay)`` gives
+a job back, ``dead_letter(ack_id, error)`` shelves it for an operator (``dead_letters``,
 ``requeue_dead``, ``purge_dead``), and ``stats()`` counts what is where. ``list_queues()`` and
 ``open_queue(name)`` on the storage find queues by name, as on ``sqliteq`` and ``redisq``.
 
@@ -29,7 +29,7 @@ tells its consumer, and ``subscribe_records`` hears ends. The bookkeeping is in
 ``varmq.testing._records``; every transition happens under the same lock as the job's own.
 
 Every opener goes through one method, ``MemoryStorage._open``, and every argument is checked by
-the rules of ``varmq.protocols`` ("Arguments and options") in ``varmq.testing._checks``, the
+the rules of ``varmq.contract.protocols`` ("Arguments and options") in ``varmq.contract.rules``, the
 module an adapter copies to check its arguments the same way.
 
 Each queue object has a ``faults`` attribute (:class:`Faults`) whose switches make it fail the
@@ -55,7 +55,7 @@ from typing import Any, TypedDict, TypeVar
 
 from typing_extensions import Unpack
 
-from varmq.protocols import (
+from varmq.contract.protocols import (
     DEFAULT_DEAD_LETTER_LIMIT,
     DEFAULT_DEAD_LETTER_MAX_AGE,
     DeadLetterRecord,
@@ -63,7 +63,7 @@ from varmq.protocols import (
     QueueStats,
     StoredJobRecord,
 )
-from varmq.testing._checks import (
+from varmq.contract.rules import (
     QueueSettings,
     as_bytes,
     check,
@@ -228,7 +228,8 @@ class MemoryStorage:
     """Named queues in memory; the stand-in for one Redis server or one SQLite file.
 
     Every ``new_*`` call and ``open_queue`` take the keyword options of :class:`QueueOptions`,
-    checked the way every storage checks them (``varmq.protocols``, "Arguments and options").
+    checked the way every storage checks them (``varmq.contract.protocols``, "Arguments and
+    options").
     """
 
     def __init__(self, clock: Clock | None = None) -> None:

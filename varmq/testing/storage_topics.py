@@ -1,31 +1,31 @@
 """The reference storage's topics: bindings kept in the storage, copies stored in one step, and
 live subscribers whose connection a test can take away.
 
-``MemoryStorage.topics()`` returns a :class:`ReferenceTopics`, which implements
-``IStorageTopics`` and ``ILiveTopics`` of ``varmq.protocols`` ("Topics"). Every topics object
-of one storage shares its bindings, as every process of one Redis server or SQLite file does,
-and ``publish`` stores its copies under the storage's one lock: the atomic step. The names and
-patterns are checked, and bindings matched, by ``varmq.topic_names`` (standard library only,
-so an adapter can copy it). Live subscribers are the core's in-memory subscriptions
-(:class:`varmq.Topics`, one per storage), wrapped to count reconnections and missed publishes.
-Inside ``MemoryStorage.disconnect_subscribers()`` they are disconnected: what is published
-meanwhile never reaches them and is counted in ``missed`` when they reconnect on leaving the
-block. One difference from a storage in another process: a live subscriber with
-``on_full="block"`` makes the publisher wait, since here both are in one process.
+``MemoryStorage.topics()`` returns a :class:`ReferenceTopics`, which implements ``IStorageTopics``
+and ``ILiveTopics`` of ``varmq.contract.protocols`` ("Topics"). Every topics object of one storage
+shares its bindings, as every process of one Redis server or SQLite file does, and ``publish``
+stores its copies under the storage's one lock: the atomic step. The names and patterns are checked,
+and bindings matched, by ``varmq.contract.topic_names`` (standard library only, as every storage
+matches them). Live subscribers are the core's in-memory subscriptions (:class:`varmq.Topics`, one
+per storage), wrapped to count reconnections and missed publishes. Inside
+``MemoryStorage.disconnect_subscribers()`` they are disconnected: what is published meanwhile never
+reaches them and is counted in ``missed`` when they reconnect on leaving the block. One difference
+from a storage in another process: a live subscriber with ``on_full="block"`` makes the publisher
+wait, since here both are in one process.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from varmq.contract import envelope
+from varmq.contract.rules import check_name as check_queue_name
+from varmq.contract.topic_names import OnFull, check_name, check_pattern, copy_id, matches
 from varmq.subscription import Subscription
-from varmq.testing._checks import check_name as check_queue_name
-from varmq.topic_names import OnFull, check_name, check_pattern, copy_id, matches
 from varmq.topics import Topics
 
 if TYPE_CHECKING:
@@ -105,15 +105,20 @@ class ReferenceTopics:
                 f"{self._subject}: message_id must be a non-empty str, got {message_id!r} "
                 f"({type(message_id).__name__})"
             )
+        try:
+            copies = envelope.Copies(data)
+        except TypeError as exc:
+            raise TypeError(f"{self._subject}: publish to {name!r}: {exc}") from None
         self.faults.reach()
         storage, state = self._storage, self._state
         stored = 0
         notify: list[Callable[[str], None]] = []
         with storage._lock:
             queues = sorted({q for (_, q), p in state.bindings.items() if matches(p, words)})
-            copies = [(q, *self._envelope(name, data, message_id, q)) for q in queues]
             now = storage._clock()
-            for queue, item, job_id in copies:
+            for queue in queues:
+                job_id = copy_id(message_id, queue) if message_id else uuid.uuid4().hex
+                item = copies.of(job_id)
                 if storage._store_locked(queue, item, job_id if message_id else None, now):
                     stored += 1
                     notify.extend(callback for _, callback in storage._named[queue].subscribers)
@@ -128,25 +133,6 @@ class ReferenceTopics:
         if connected:
             state.live.publish(name, data, message_id=message_id)
         return stored
-
-    def _envelope(
-        self, name: str, data: Any, message_id: str | None, queue: str
-    ) -> tuple[bytes, str]:
-        """The envelope of the copy for ``queue`` and its job id; ``TypeError`` when ``data``
-        has no JSON form."""
-        job_id = copy_id(message_id, queue) if message_id else uuid.uuid4().hex
-        try:
-            body = json.dumps(
-                {"id": job_id, "status": "Created", "data": data},
-                separators=(",", ":"),
-                allow_nan=False,
-                ensure_ascii=False,
-            )
-        except (TypeError, ValueError) as exc:
-            raise TypeError(
-                f"{self._subject}: publish to {name!r}: data is not JSON-encodable ({exc})"
-            ) from None
-        return body.encode("utf-8", "surrogatepass"), job_id
 
     # -- live subscribers ----------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
-from varmq.protocols import ILiveTopics
+from varmq.contract.protocols import ILiveTopics
 from varmq.testing import FakeWallClock, QueuesHarness
 from varmq.testing.conformance import ALL_EXTENSIONS, ASYNC_EXTENSIONS, QueueConformance
 

@@ -51,10 +51,10 @@ def write_lock_held(db_path: Path) -> Iterator[sqlite3.Connection]:
 
 def wait_queued(store: sqliteq.Queues, calls: int) -> None:
     """Wait until ``calls`` calls wait for the next transaction of adds."""
-    group = store._writer.group
+    group = store._writer.group._group
     deadline = time.monotonic() + WAIT
-    while len(group._pending) < calls:
-        assert time.monotonic() < deadline, f"only {len(group._pending)} of {calls} adds queued"
+    while len(group._waiting) < calls:
+        assert time.monotonic() < deadline, f"only {len(group._waiting)} of {calls} adds queued"
         time.sleep(0.001)
 
 

@@ -17,7 +17,7 @@ import pytest
 import sqliteq
 from sqliteq import _sql
 from tests.adapters.sqliteq.conftest import rows
-from varmq.protocols import (
+from varmq.contract.protocols import (
     IDistributedPriorityQueue,
     IDistributedQueue,
 )

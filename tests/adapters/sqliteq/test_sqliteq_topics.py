@@ -19,7 +19,7 @@ import pytest
 import sqliteq
 from sqliteq import _sql
 from tests.adapters.sqliteq.conftest import rows
-from varmq import envelope
+from varmq.contract import envelope
 
 APPLICATION_ID = 0x766D7173
 

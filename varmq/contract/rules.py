@@ -1,10 +1,13 @@
-"""What sqliteq accepts and returns: the queue options, the argument rules, the records.
+"""The argument rules every storage applies: one table of rules, one message format.
 
-The rules are those every varmq storage shares (``varmq.protocols``, "Arguments and options");
-sqliteq does not import varmq, so they are copied here, and the conformance suite keeps the
-copy in line. A wrong type raises ``TypeError``, a value out of range ``ValueError``; each
-message starts with ``subject`` (the queue and the file) and names the argument and the value.
-The defaults are written here and nowhere else. No state, no I/O.
+The rules are those of :mod:`varmq.contract.protocols` ("Arguments and options"); every storage
+calls these functions instead of writing the checks again, so a wrong argument gets the same
+answer from each. A wrong type raises ``TypeError``, a value out of range ``ValueError``; each
+message starts with ``subject`` (the store and the queue) and names the argument and the value.
+
+An adapter with options of its own subclasses :class:`QueueSettings` (and
+:class:`QueueOptions`) and adds a :class:`Rule` per option to a copy of :data:`RULES`, then
+passes both to :func:`queue_settings`. No state, no I/O.
 """
 
 from __future__ import annotations
@@ -12,14 +15,26 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, NamedTuple, TypedDict
+from typing import Any, NamedTuple, TypedDict, TypeVar, overload
+
+from .protocols import (
+    DEFAULT_DEAD_LETTER_LIMIT,
+    DEFAULT_DEAD_LETTER_MAX_AGE,
+    DEFAULT_KEEP_RESULTS,
+    DEFAULT_KEEP_RESULTS_LIMIT,
+    DEFAULT_VISIBILITY_TIMEOUT,
+    MAX_COUNT,
+    MAX_DELAY,
+    MAX_PRIORITY,
+    MAX_QUEUE_NAME_BYTES,
+    MAX_VISIBILITY_TIMEOUT,
+)
 
 __all__ = [
-    "MAX_DELAY",
-    "DeadLetterRecord",
+    "RULES",
     "QueueOptions",
     "QueueSettings",
-    "QueueStats",
+    "Rule",
     "as_bytes",
     "check",
     "check_job_id",
@@ -30,33 +45,53 @@ __all__ = [
     "queue_settings",
 ]
 
-MAX_NAME_BYTES = 200  # longest queue name, in bytes of UTF-8
-MAX_DELAY = 3_153_600_000.0  # seconds: 100 years of 365 days; also the longest retention age
-MAX_LEASE = 604_800.0  # seconds: the longest visibility_timeout, seven days
-MAX_PRIORITY = 2**53  # priorities run from -MAX_PRIORITY to MAX_PRIORITY
-MAX_COUNT = 2**63 - 1  # the largest capacity, limit or batch size: SQLite's 64-bit integers
+
+class Rule(NamedTuple):
+    """What one number must be: its kind, its range and how a message says so."""
+
+    integer: bool
+    """An ``int``; else seconds, an ``int`` or a ``float``."""
+    least: float
+    """The lowest value allowed..."""
+    above: bool
+    """...or, when ``True``, the value everything must be above."""
+    most: float
+    """The highest value allowed."""
+    expected: str
+    """What the message says is expected."""
+
+
+_INF = math.inf
+RULES: Mapping[str, Rule] = {
+    # queue options
+    "visibility_timeout": Rule(False, 0, True, MAX_VISIBILITY_TIMEOUT, "seconds > 0, <= 7 days"),
+    "dead_letter_limit": Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
+    "dead_letter_max_age": Rule(False, 0, True, MAX_DELAY, "seconds > 0, <= 100 years"),
+    "keep_results": Rule(False, 0, False, MAX_DELAY, "seconds >= 0, <= 100 years (0: off)"),
+    "keep_results_limit": Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
+    # arguments of queue methods
+    "delay": Rule(False, -_INF, False, MAX_DELAY, "finite seconds <= 100 years (<= 0: now)"),
+    "priority": Rule(True, -MAX_PRIORITY, False, MAX_PRIORITY, "an int within +-2**53"),
+    "capacity": Rule(True, 0, False, MAX_COUNT, "an int >= 0 (0: unlimited)"),
+    "limit": Rule(True, 0, False, MAX_COUNT, "an int >= 0"),
+    "n": Rule(True, -_INF, False, MAX_COUNT, "an int (<= 0: none)"),
+}
+"""The rule of every option and argument all storages share, by name."""
 
 
 class QueueOptions(TypedDict, total=False):
-    """The keyword options of every ``Queues.new_*`` call and ``open_queue``; all optional.
+    """The keyword options every storage's ``new_*`` calls take; all optional.
 
     - ``visibility_timeout``: seconds a taken job stays leased unless the lease is extended;
       then it can be taken again (default 300, at most 7 days);
-    - ``remove_on_complete``: ``False`` keeps finished jobs as done, at most
-      ``completed_limit`` per queue (default 1,000) for at most ``completed_max_age``
-      seconds (default 7 days);
     - ``dead_letter_limit`` and ``dead_letter_max_age``: dead letters kept per queue and their
-      longest age in seconds (defaults 10,000 and 7 days), pruned whenever the queue object
-      shelves one;
+      longest age in seconds (defaults 10,000 and 7 days);
     - ``keep_results``: seconds the record of an ended job is kept (default 0: no records; at
       most 100 years); ``keep_results_limit``: ended records kept per queue, the oldest beyond
-      it dropped (default 10,000). See ``docs/sqliteq.md``, "Job records".
+      it dropped (default 10,000).
     """
 
     visibility_timeout: float
-    remove_on_complete: bool
-    completed_limit: int
-    completed_max_age: float
     dead_letter_limit: int
     dead_letter_max_age: float
     keep_results: float
@@ -67,67 +102,19 @@ class QueueOptions(TypedDict, total=False):
 class QueueSettings:
     """The options of one queue object, checked; the defaults are written here only."""
 
-    visibility_timeout: float = 300.0
-    remove_on_complete: bool = True
-    completed_limit: int = 1000
-    completed_max_age: float = 604_800.0
-    dead_letter_limit: int = 10_000
-    dead_letter_max_age: float = 604_800.0
-    keep_results: float = 0.0
-    keep_results_limit: int = 10_000
+    visibility_timeout: float = DEFAULT_VISIBILITY_TIMEOUT
+    dead_letter_limit: int = DEFAULT_DEAD_LETTER_LIMIT
+    dead_letter_max_age: float = DEFAULT_DEAD_LETTER_MAX_AGE
+    keep_results: float = DEFAULT_KEEP_RESULTS
+    keep_results_limit: int = DEFAULT_KEEP_RESULTS_LIMIT
 
 
-class QueueStats(TypedDict):
-    """What ``stats()`` returns (varmq's ``QueueStats``)."""
-
-    waiting: int
-    in_flight: int
-    delayed: int
-    dead: int
-    oldest_age: float
+S = TypeVar("S", bound=QueueSettings)
 
 
-class DeadLetterRecord(TypedDict):
-    """One entry of ``dead_letters()`` (varmq's ``DeadLetterRecord``)."""
-
-    key: str
-    item: bytes
-    attempts: int
-    error: str
-    dead_at: float
-
-
-class _Rule(NamedTuple):
-    integer: bool  # an int; else seconds, an int or a float
-    least: float  # the lowest value allowed...
-    above: bool  # ...or the value everything must be above
-    most: float  # the highest value allowed
-    expected: str  # what the message says is expected
-
-
-_INF = math.inf
-RULES: Mapping[str, _Rule] = {
-    # queue options (remove_on_complete is any truth value)
-    "visibility_timeout": _Rule(False, 0, True, MAX_LEASE, "seconds > 0, <= 7 days"),
-    "completed_limit": _Rule(True, 0, False, MAX_COUNT, "an int >= 0"),
-    "completed_max_age": _Rule(False, 0, True, MAX_DELAY, "seconds > 0, <= 100 years"),
-    "dead_letter_limit": _Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
-    "dead_letter_max_age": _Rule(False, 0, True, MAX_DELAY, "seconds > 0, <= 100 years"),
-    "keep_results": _Rule(False, 0, False, MAX_DELAY, "seconds >= 0, <= 100 years (0: off)"),
-    "keep_results_limit": _Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
-    # arguments of queue methods
-    "delay": _Rule(False, -_INF, False, MAX_DELAY, "finite seconds <= 100 years (<= 0: now)"),
-    "priority": _Rule(True, -MAX_PRIORITY, False, MAX_PRIORITY, "an int within +-2**53"),
-    "capacity": _Rule(True, 0, False, MAX_COUNT, "an int >= 0 (0: unlimited)"),
-    "limit": _Rule(True, 0, False, MAX_COUNT, "an int >= 0"),
-    "n": _Rule(True, -_INF, False, MAX_COUNT, "an int (<= 0: none)"),
-}
-_OPTIONS = tuple(option.name for option in fields(QueueSettings))
-
-
-def check(subject: str, key: str, value: Any) -> Any:
+def check(subject: str, key: str, value: Any, rules: Mapping[str, Rule] = RULES) -> Any:
     """Return ``value`` if it obeys the rule ``key``; raise ``TypeError``/``ValueError``."""
-    rule = RULES[key]
+    rule = rules[key]
     problem = f"{subject}: {key}={value!r}; expected {rule.expected}"
     if isinstance(value, bool) or not isinstance(value, int if rule.integer else (int, float)):
         raise TypeError(problem)
@@ -145,28 +132,46 @@ def delay_ms(subject: str, delay: Any) -> int:
     return math.ceil(seconds * 1000) if seconds > 0 else 0
 
 
-def queue_settings(subject: str, options: Mapping[str, Any]) -> QueueSettings:
-    """Check the keyword options of an opener and fill in the defaults."""
+@overload
+def queue_settings(subject: str, options: Mapping[str, Any]) -> QueueSettings: ...
+
+
+@overload
+def queue_settings(
+    subject: str, options: Mapping[str, Any], settings: type[S], rules: Mapping[str, Rule]
+) -> S: ...
+
+
+def queue_settings(
+    subject: str,
+    options: Mapping[str, Any],
+    settings: type[QueueSettings] = QueueSettings,
+    rules: Mapping[str, Rule] = RULES,
+) -> QueueSettings:
+    """Check the keyword options of an opener and fill in the defaults: ``settings`` (a
+    :class:`QueueSettings`, or an adapter's subclass) made of ``options``, each option with a
+    rule checked by it. An option that is not a field of ``settings`` raises ``TypeError``."""
+    known = tuple(option.name for option in fields(settings))
     for key, value in options.items():
-        if key not in _OPTIONS:
+        if key not in known:
             raise TypeError(
-                f"{subject}: unknown option {key}={value!r}; expected {', '.join(_OPTIONS)}"
+                f"{subject}: unknown option {key}={value!r}; expected {', '.join(known)}"
             )
-        if key in RULES:
-            check(subject, key, value)
-    return QueueSettings(**options)
+        if key in rules:
+            check(subject, key, value, rules)
+    return settings(**options)
 
 
 def check_name(store: str, name: Any) -> str:
     """Return ``name`` if it is a queue name: a ``str`` of 1 to 200 bytes of UTF-8."""
-    expected = f"expected a str of 1 to {MAX_NAME_BYTES} bytes in UTF-8"
+    expected = f"expected a str of 1 to {MAX_QUEUE_NAME_BYTES} bytes in UTF-8"
     if not isinstance(name, str):
         raise TypeError(f"{store}: queue name {name!r}; {expected}")
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError:
         size = -1  # a lone surrogate: not text any storage can keep
-    if not 0 < size <= MAX_NAME_BYTES:
+    if not 0 < size <= MAX_QUEUE_NAME_BYTES:
         shown = repr(name) if len(name) <= 40 else f"{name[:40]!r}... ({len(name)} characters)"
         raise ValueError(f"{store}: queue name {shown}; {expected}")
     return name
