@@ -22,11 +22,31 @@ from typing import Any, TypeVar
 
 from typing_extensions import Unpack
 
-from .binding import require
-from .callables import err_func, func, result_func
+from .api.callables import err_func, func, result_func
+from .api.handles import Producer, no_id, require
+from .api.queues import PriorityQueue, Queue
+from .api.schedules import Schedule
+from .api.snapshots import load_queues, save_queues
+from .api.storage_queues import (
+    DistributedPriorityQueue,
+    DistributedQueue,
+    PersistentPriorityQueue,
+    PersistentQueue,
+)
+from .api.topic_queue import TopicQueue
+from .api.worker import (
+    BaseWorker,
+    ErrorHandler,
+    ErrWorker,
+    ResultWorker,
+    Worker,
+    WorkerOptions,
+    get_worker,
+    workers,
+)
 from .contract.protocols import IDistributedPriorityQueue, IDistributedQueue
 from .contract.topic_names import OnFull
-from .errors import (
+from .model.errors import (
     AcknowledgeJobError,
     EnqueueError,
     FailedToCastJobError,
@@ -53,38 +73,31 @@ from .errors import (
     WorkerStoppedError,
     WorkerStoppingError,
 )
-from .group import (
+from .model.groups import (
     EnqueuedErrGroupJob,
     EnqueuedGroupJob,
     EnqueuedResultGroupJob,
     Item,
     Result,
 )
-from .handles import (
-    DistributedPriorityQueue,
-    DistributedQueue,
-    PersistentPriorityQueue,
-    PersistentQueue,
-    PriorityQueue,
-    Producer,
-    Queue,
+from .model.jobs import (
+    EnqueuedErrJob,
+    EnqueuedJob,
+    EnqueuedResultJob,
+    FailedJob,
+    Job,
+    JobStatus,
+    TopicJob,
 )
-from .job import EnqueuedErrJob, EnqueuedJob, EnqueuedResultJob, FailedJob, Job, JobStatus
-from .metrics import DurationHistogram, Metrics
-from .options import ErrorHandler, WorkerOptions
-from .queues import MemoryPriorityQueue, MemoryQueue
-from .records import JobError, JobRecord
-from .registry import get_worker, workers
-from .retry import DeadLetter, NoRetry, Retry
-from .schedules import Schedule
-from .service import run, run_async
-from .snapshots import load_queues, save_queues
-from .states import Status
-from .strategies import Strategy
-from .subscription import Message, SubscriberStats, Subscription
-from .topic_source import TopicJob, TopicQueue
-from .topics import DEFAULT_DEDUP_WINDOW, Binding, Topics
-from .worker import BaseWorker, ErrWorker, ResultWorker, Worker
+from .model.metrics import DurationHistogram, Metrics
+from .model.records import JobError, JobRecord
+from .model.retry import DeadLetter, NoRetry, Retry
+from .model.states import Status
+from .model.strategy import Strategy
+from .ops.service import run, run_async
+from .sources.memory_queues import MemoryPriorityQueue, MemoryQueue
+from .topics.subscription import Message, SubscriberStats, Subscription
+from .topics.topics import DEFAULT_DEDUP_WINDOW, Binding, Topics
 
 __all__ = [
     "DEFAULT_DEDUP_WINDOW",
@@ -227,9 +240,7 @@ def new_distributed_queue(
 ) -> DistributedQueue[Any]:
     """A producer-only handle on a distributed queue: no worker, no subscription."""
     require(q, IDistributedQueue, "new_distributed_queue")
-    return DistributedQueue(
-        q, capacity, None, Producer(job_id_generator or _no_id, payload_encoder)
-    )
+    return DistributedQueue(q, capacity, None, Producer(job_id_generator or no_id, payload_encoder))
 
 
 def new_distributed_priority_queue(
@@ -242,9 +253,5 @@ def new_distributed_priority_queue(
     """A producer-only handle on a distributed priority queue."""
     require(q, IDistributedPriorityQueue, "new_distributed_priority_queue")
     return DistributedPriorityQueue(
-        q, capacity, None, Producer(job_id_generator or _no_id, payload_encoder)
+        q, capacity, None, Producer(job_id_generator or no_id, payload_encoder)
     )
-
-
-def _no_id() -> str:
-    return ""

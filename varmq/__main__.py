@@ -1,7 +1,7 @@
-"""``python -m varmq``: the ``varmq`` command line (see :mod:`varmq.cli`)."""
+"""``python -m varmq``: the ``varmq`` command line (see :mod:`varmq.ops.cli`)."""
 
 import sys
 
-from .cli import main
+from .ops.cli import main
 
 sys.exit(main())

@@ -543,9 +543,7 @@ class RestContract:
             handle.result_of("r-1", 10)
         gate.open()
 
-    def test_a_finished_in_memory_job_shows_its_result(
-        self, api: Any, workers: list[Any]
-    ) -> None:
+    def test_a_finished_in_memory_job_shows_its_result(self, api: Any, workers: list[Any]) -> None:
         worker = varmq.new_result_worker(lambda job: job.data * 2, 1, name=_name())
         workers.append(worker)
         handle = worker.bind_queue(name="doubles", keep_results=60)

@@ -418,7 +418,7 @@ def test_an_adapter_error_quoting_the_url_has_its_password_hidden(
 
 def test_the_operator_modules_import_no_adapter_until_a_url_asks_for_one() -> None:
     code = (
-        "import sys, varmq, varmq.cli, varmq.ops, varmq.rest, varmq.stores; "
+        "import sys, varmq, varmq.ops.cli, varmq.ops.view, varmq.rest, varmq.stores; "
         "print(sorted(m for m in ('sqliteq', 'redisq', 'redis') if m in sys.modules))"
     )
     done = subprocess.run(

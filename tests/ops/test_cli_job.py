@@ -18,7 +18,7 @@ import pytest
 
 import sqliteq
 import varmq
-from varmq import cli, stores
+from varmq.ops import cli, stores
 from varmq.testing.storage import MemoryStorage
 
 

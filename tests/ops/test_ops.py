@@ -1,4 +1,5 @@
-"""The operator view (varmq.ops) and opening stores by URL (varmq.stores), in this process."""
+"""The operator view (varmq.ops.view) and opening stores by URL (varmq.ops.stores), in this
+process."""
 
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ import pytest
 
 import sqliteq
 import varmq
-from varmq.ops import StoreView, bound_dead_letters, bound_queues, dead_letter_rows, find_workers
-from varmq.stores import StoreError, open_store, redact_url, scheme_of, scrub
+from varmq.ops.stores import StoreError, open_store, redact_url, scheme_of, scrub
+from varmq.ops.view import (
+    StoreView,
+    bound_dead_letters,
+    bound_queues,
+    dead_letter_rows,
+    find_workers,
+)
 from varmq.testing.storage import MemoryStorage
 
 _JOB = b'{"id": "job-%d", "status": "Created", "data": %d}'

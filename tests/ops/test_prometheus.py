@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.parser import text_string_to_metric_families
 
 import varmq
-from varmq.ops import COUNTERS
+from varmq.ops.view import COUNTERS
 from varmq.prometheus import VarmqCollector
 from varmq.testing.storage import MemoryStorage
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import varmq
+from varmq.api.worker import BaseWorker
 from varmq.testing import MemoryStorage
-from varmq.worker import BaseWorker
 
 WAIT = 10.0  # seconds any single wait in a test may take before it counts as a hang
 

@@ -2,8 +2,8 @@
 
 The jobs of one take are acknowledged in one ``acknowledge_many`` call when they finish close
 together; an acknowledgement waits for the rest of its take at most its hold
-(:data:`varmq.acks.ACK_HOLD`), and not at all once the other jobs left some other way (retried,
-given back at stop). Runs on the reference storage, whose calls the tests record.
+(:data:`varmq.sources.leases.ACK_HOLD`), and not at all once the other jobs left some other way
+(retried, given back at stop). Runs on the reference storage, whose calls the tests record.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import varmq
-import varmq.acks
+import varmq.sources.leases
 from varmq.testing import MemoryStorage
 
 WAIT = 5.0
@@ -50,7 +50,7 @@ class Recorder:
 @pytest.fixture
 def long_hold(monkeypatch: pytest.MonkeyPatch) -> None:
     """Holds far longer than any test waits: a held ack is sent only when its take is done."""
-    monkeypatch.setattr(varmq.acks, "ACK_HOLD", 60.0)
+    monkeypatch.setattr(varmq.sources.leases, "ACK_HOLD", 60.0)
 
 
 def _recorded_queue(storage: MemoryStorage) -> tuple[Any, Recorder]:

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import varmq
+from varmq.api.records import StorageRecords
 from varmq.contract.protocols import StoredJobRecord
-from varmq.records import StorageRecords
 from varmq.testing import FakeClock, MemoryStorage
 
 WAIT = 10.0
@@ -228,7 +228,7 @@ def test_result_of_on_a_storage_that_cannot_notify_polls_with_a_bounded_interval
         extend_lease_or_cancel = _never_async
 
     silent = Silent()
-    records = StorageRecords(silent, "silent", _never_async)
+    records = StorageRecords(silent, "silent")
     assert records.wait("job-1", WAIT).value() == 42
     gaps = [b - a for a, b in itertools.pairwise(silent.reads)]
     assert len(silent.reads) == 9

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import varmq
-from varmq.queues import MemoryPriorityQueue
+from varmq.sources.memory_queues import MemoryPriorityQueue
 
-# The lines a queue keeps before it drops empty ones (varmq.queues._LINES_KEPT).
+# The lines a queue keeps before it drops empty ones (varmq.sources.memory_queues._LINES_KEPT).
 LINES_KEPT = 32
 
 

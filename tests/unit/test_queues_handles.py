@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import varmq
-from varmq.queues import Restored
+from varmq.sources.memory_queues import Restored
 
 WAIT = 10.0
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import varmq
-from varmq.schedules import Schedule, occurrence_id
+from varmq.api.schedules import Schedule, occurrence_id
 from varmq.testing import MemoryStorage
 
 WAIT = 10.0

@@ -16,7 +16,7 @@ import pytest
 
 import varmq
 from tests.unit.conftest import WAIT, Gate, Recorder
-from varmq import snapshot_format
+from varmq.api import snapshot_format
 
 
 class CardDeclined(Exception):

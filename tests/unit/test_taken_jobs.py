@@ -11,7 +11,7 @@ import pytest
 
 import varmq
 from tests.unit.conftest import WAIT, Gate
-from varmq.queues import TAKING, TakenJobs, Taker
+from varmq.sources.taken import TAKING, TakenJobs, Taker
 
 
 def recorded(handle: Any) -> list[Any]:

@@ -1,7 +1,7 @@
 """A job cancelled by id while it runs is settled exactly once: by the cancel, or by its return.
 
 Jobs without a timeout on a queue with job records are tracked by the worker's timer without a
-lock (see :meth:`varmq.timer.Timer.track`); these tests pin who settles such a job when the
+lock (see :meth:`varmq.engine.timer.Timer.track`); these tests pin who settles such a job when the
 cancel and the function's return meet.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from varmq.engine.timer import Timer
 from varmq.errors import JobCancelledError
-from varmq.job import Job
-from varmq.retry import Outcome
-from varmq.timer import Timer
+from varmq.model.jobs import Job
+from varmq.model.retry import Outcome
 
 
 class _Dispatch:

@@ -11,12 +11,12 @@
   Import it from that module; it needs pytest, which this package does not.
 """
 
+from varmq.testing.faults import Faults
 from varmq.testing.harness import FakeWallClock, QueueKind, QueuesHarness, StorageHarness
 from varmq.testing.storage import (
     DEAD_LETTER_LIMIT,
     DEAD_LETTER_MAX_AGE,
     FakeClock,
-    Faults,
     MemoryStorage,
     ReferenceDistributedPriorityQueue,
     ReferenceDistributedQueue,

@@ -18,22 +18,35 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from varmq import Subscription, Topics
 from varmq.contract import envelope
 from varmq.contract.rules import check_name as check_queue_name
 from varmq.contract.topic_names import OnFull, check_name, check_pattern, copy_id, matches
-from varmq.subscription import Subscription
-from varmq.topics import Topics
-
-if TYPE_CHECKING:
-    from varmq.testing.storage import Faults, MemoryStorage
+from varmq.testing.faults import Faults
 
 __all__ = ["ReferenceLiveSubscription", "ReferenceTopics", "TopicState"]
 
 _log = logging.getLogger("varmq.testing")
+
+
+class MemoryStorage(Protocol):
+    """What the topics use of their storage (:class:`varmq.testing.storage.MemoryStorage`): its
+    one lock, its clock, its queues by name, and storing a copy under the lock."""
+
+    _lock: threading.Lock
+    _named: dict[str, Any]
+
+    @property
+    def location(self) -> str: ...
+
+    def _clock(self) -> float: ...
+
+    def _store_locked(self, queue: str, item: bytes, job_id: str | None, now: float) -> bool: ...
 
 
 class TopicState:

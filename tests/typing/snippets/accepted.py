@@ -22,10 +22,13 @@ assert_type(worker, varmq.Worker[dict[str, Any]])
 with varmq.new_worker(send, 4, auto_run=False) as same:
     assert_type(same, varmq.Worker[dict[str, Any]])
 queue = worker.bind_queue()
-assert_type(
-    queue.worker,
-    varmq.BaseWorker[dict[str, Any], varmq.EnqueuedJob[dict[str, Any]], varmq.EnqueuedGroupJob],
-)
+assert_type(queue.worker, varmq.Worker[dict[str, Any]])  # the worker that bound it, its own type
+bound: varmq.BaseWorker[
+    dict[str, Any], varmq.EnqueuedJob[dict[str, Any]], varmq.EnqueuedGroupJob
+] = queue.worker
+annotated: varmq.Queue[
+    dict[str, Any], varmq.EnqueuedJob[dict[str, Any]], varmq.EnqueuedGroupJob
+] = queue  # the worker's type may be left out
 results = varmq.new_result_worker(double)
 handle = results.bind_queue().add(21)
 if handle is not None:
@@ -62,6 +65,7 @@ for message in subscription:
     assert_type(message, varmq.Message)
     assert_type(message.name, str)
 orders = worker.bind_topic(topics, "orders.*.created", on_full="block", block_timeout=1.0)
-assert_type(orders, varmq.TopicQueue[dict[str, Any]])
+assert_type(orders, varmq.TopicQueue[dict[str, Any], varmq.Worker[dict[str, Any]]])
+assert_type(orders.worker, varmq.Worker[dict[str, Any]])
 assert_type(orders.stats()["dropped"], int)
 topics.bind("orders.#", queue)

@@ -1,0 +1,39 @@
+"""Job functions that run the callable submitted as the job's data (in-memory queues only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..model.jobs import Job
+
+__all__ = ["err_func", "func", "result_func"]
+
+R = TypeVar("R")
+
+
+def func() -> Callable[[Job[Callable[[], Any]]], None]:
+    """A job function for ``new_worker`` that calls ``job.data()``."""
+
+    def run(job: Job[Callable[[], Any]]) -> None:
+        if job.data is None:
+            raise ValueError("provided function is nil")
+        job.data()
+
+    return run
+
+
+def err_func() -> Callable[[Job[Callable[[], Any]]], None]:
+    """A job function for ``new_err_worker`` that calls ``job.data()``; its raise is the error."""
+    return func()
+
+
+def result_func() -> Callable[[Job[Callable[[], R]]], R]:
+    """A job function for ``new_result_worker`` that returns ``job.data()``."""
+
+    def run(job: Job[Callable[[], R]]) -> R:
+        if job.data is None:
+            raise ValueError("provided function is nil")
+        return job.data()
+
+    return run

@@ -1,0 +1,201 @@
+"""Running workers as a service: :func:`run` and :func:`run_async` own SIGTERM and SIGINT.
+
+What an operator's process manager (systemd, Docker, Kubernetes) expects of a consumer:
+
+1. it starts the workers (after ``on_startup``) and runs until SIGTERM or SIGINT;
+2. on the first signal every worker stops taking at once; jobs taken from storage but not
+   started go back to storage at once (their lease released); running jobs get ``grace``
+   seconds to finish and be acknowledged;
+3. jobs still running when the grace ends are left to their leases (another consumer gets them
+   when the lease expires) and reported; a second signal ends the wait at once;
+4. ``on_shutdown`` runs, one summary line is logged, and the exit status is 0 after a clean
+   drain, 1 when jobs were left running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import signal
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from types import FrameType
+from typing import Any
+
+from ..api.worker import BaseWorker
+from ..model import validate
+from ..model.states import Status
+
+__all__ = ["run", "run_async"]
+
+log = logging.getLogger("varmq.service")
+
+AnyWorker = BaseWorker[Any, Any, Any]
+Hook = Callable[[], Any]
+
+# Exit statuses of run(): every running job finished in time; some were left to their leases.
+CLEAN = 0
+ABANDONED = 1
+
+
+class _Shutdown:
+    """What the signals asked for, guarded by a lock: set from a signal handler or the loop."""
+
+    def __init__(self) -> None:
+        self.requested = threading.Event()
+        self.forced = threading.Event()
+        self.signal_name = ""
+
+    def ask(self, signum: int) -> None:
+        if self.requested.is_set():
+            self.forced.set()  # a second signal: do not wait out the grace
+            return
+        self.signal_name = signal.Signals(signum).name
+        self.requested.set()
+
+
+def _check(workers: Sequence[object], grace: float) -> list[AnyWorker]:
+    if not workers:
+        raise TypeError("varmq.run: give at least one worker")
+    for worker in workers:
+        if not isinstance(worker, BaseWorker):
+            raise TypeError(f"varmq.run: {worker!r} is not a varmq worker")
+    validate.seconds("grace", grace)
+    return list(workers)  # type: ignore[arg-type]
+
+
+def _start(workers: list[AnyWorker]) -> None:
+    for worker in workers:
+        if worker.status in (Status.INITIATED, Status.STOPPED):
+            worker.start()
+
+
+def _stop(workers: list[AnyWorker], shutdown: _Shutdown) -> float:
+    log.info(
+        "varmq: %s: stopping %d worker%s",
+        shutdown.signal_name or "shutdown",
+        len(workers),
+        "" if len(workers) == 1 else "s",
+    )
+    for worker in workers:
+        if worker.status not in (Status.STOPPED, Status.INITIATED):
+            worker.stop()
+    return time.monotonic()
+
+
+def _summary(workers: list[AnyWorker], started: float, shutdown: _Shutdown) -> int:
+    """Log one line about how the workers stopped; the exit status."""
+    running = sum(w.num_processing for w in workers if not w.is_stopped)
+    completed = sum(w.metrics.completed for w in workers)
+    released = sum(w.metrics.released for w in workers)
+    took = time.monotonic() - started
+    line = (
+        f"varmq: stopped {len(workers)} worker{'' if len(workers) == 1 else 's'} in {took:.1f} s"
+        f" after {shutdown.signal_name or 'shutdown'}: {completed} jobs completed, {released}"
+        f" taken jobs handed back to storage, {running} still running"
+    )
+    if running:
+        log.warning("%s (left to their leases: they run again on another consumer)", line)
+        return ABANDONED
+    log.info("%s", line)
+    return CLEAN
+
+
+def run(
+    worker: AnyWorker,
+    *workers: AnyWorker,
+    grace: float = 30.0,
+    on_startup: Hook | None = None,
+    on_shutdown: Hook | None = None,
+) -> int:
+    """Run ``worker`` (and ``workers``) until SIGTERM or SIGINT, then stop them gracefully.
+
+    Blocks; call it from the main thread (signals are delivered there). Returns the exit
+    status: 0 when every running job finished within ``grace`` seconds, 1 when some were left
+    to their leases (the job, not the process, is what a lease protects). ``on_startup`` runs
+    before the workers start, ``on_shutdown`` after they stopped (or the grace ended).
+    """
+    every = _check((worker, *workers), grace)
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(
+            "varmq.run: call it from the main thread, which is where signals arrive; from "
+            "other threads, stop the workers yourself (stop_and_wait)"
+        )
+    shutdown = _Shutdown()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        shutdown.ask(signum)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if on_startup is not None:
+            on_startup()
+        _start(every)
+        while not shutdown.requested.wait(0.5):  # a timeout, so that signal handlers run
+            pass
+        started = _stop(every, shutdown)
+        deadline = started + grace
+        for each in every:
+            while not each.wait_until_stopped(timeout=0.1):
+                if shutdown.forced.is_set() or time.monotonic() >= deadline:
+                    break
+        status = _summary(every, started, shutdown)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if on_shutdown is not None:
+        on_shutdown()
+    return status
+
+
+async def run_async(
+    worker: AnyWorker,
+    *workers: AnyWorker,
+    grace: float = 30.0,
+    on_startup: Hook | Callable[[], Awaitable[Any]] | None = None,
+    on_shutdown: Hook | Callable[[], Awaitable[Any]] | None = None,
+) -> int:
+    """:func:`run` for an asyncio program: the running loop handles SIGTERM and SIGINT.
+
+    The hooks may be plain or ``async def`` functions. Returns the exit status as :func:`run`.
+    """
+    every = _check((worker, *workers), grace)
+    loop = asyncio.get_running_loop()
+    shutdown = _Shutdown()
+    asked = asyncio.Event()
+
+    def on_signal(signum: int) -> None:
+        shutdown.ask(signum)
+        asked.set()
+
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+        installed.append(sig)
+    try:
+        await _call(on_startup)
+        _start(every)
+        await asked.wait()
+        started = _stop(every, shutdown)
+        deadline = started + grace
+        for each in every:
+            while not each.is_stopped:
+                if shutdown.forced.is_set() or time.monotonic() >= deadline:
+                    break
+                await asyncio.sleep(0.05)
+        status = _summary(every, started, shutdown)
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    await _call(on_shutdown)
+    return status
+
+
+async def _call(hook: Hook | Callable[[], Awaitable[Any]] | None) -> None:
+    if hook is None:
+        return
+    result = hook()
+    if inspect.isawaitable(result):
+        await result

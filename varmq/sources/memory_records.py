@@ -1,0 +1,245 @@
+"""Job records of an in-memory queue: what ``handle.job(job_id)`` finds where no storage keeps them.
+
+An in-memory queue bound with ``keep_results=SECONDS`` (``worker.bind_queue(keep_results=60)``)
+keeps a :class:`~varmq.JobRecord` of every job added with an id, in this process: read from the
+job's own handle while it waits or runs, then its outcome for ``keep_results`` seconds after it
+ended (and at most ``DEFAULT_KEEP_RESULTS_LIMIT`` ended ones). Results are the values the
+function returned, as they are: nothing leaves the process, so nothing is encoded. Waiting for
+an end waits on the job's handle (no polling). No I/O here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from ..contract.protocols import DEFAULT_KEEP_RESULTS_LIMIT
+from ..model.errors import (
+    JobAlreadyClosedError,
+    JobCancelledError,
+    JobNotFoundError,
+    JobProcessingError,
+)
+from ..model.jobs import EnqueuedJob, JobStatus
+from ..model.loops import resolve
+from ..model.records import JobRecord, error_of
+
+__all__ = ["JobBook"]
+
+
+class _Entry:
+    """A job with a record that has not ended: its handle and what the handle does not keep."""
+
+    __slots__ = ("dead", "due", "enqueued_at", "job", "record", "started_at")
+
+    def __init__(self, job: EnqueuedJob[Any], due: float) -> None:
+        self.job = job
+        self.enqueued_at = time.time()
+        self.started_at: float | None = None
+        self.due = due  # monotonic time before which it waits for a delay (0: none)
+        self.dead = False  # settled into the dead letters
+        self.record: JobRecord | None = None  # once ended
+
+
+class JobBook:
+    """The records of one in-memory queue, kept for ``keep`` seconds after each job ended.
+
+    ``_lock`` guards ``_live`` (job id -> entry of a job that has not ended) and ``_ended``
+    (job id -> (record, monotonic expiry), in end order, at most ``limit``); an id is in at most
+    one of them, and adding a job with an id that has a record replaces the record.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        cancel_running: Callable[[EnqueuedJob[Any]], None],
+        keep: float,
+        limit: int = DEFAULT_KEEP_RESULTS_LIMIT,
+    ) -> None:
+        """``label`` names the queue in errors; ``cancel_running(job)`` stops a job of the
+        queue that runs (as its timeout would)."""
+        self._label = label
+        self._cancel_running = cancel_running
+        self._keep = keep
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._live: dict[str, _Entry] = {}
+        self._ended: OrderedDict[str, tuple[JobRecord, float]] = OrderedDict()
+
+    # -- what the queue tells it -----------------------------------------------------------
+
+    def added(self, job: EnqueuedJob[Any], wait: float) -> None:
+        """``job`` (with an id) is about to be offered to the queue, ``wait`` seconds delayed."""
+        entry = _Entry(job, time.monotonic() + wait if wait > 0 else 0.0)
+        with self._lock:
+            self._ended.pop(job.id, None)
+            self._live[job.id] = entry
+        if not job._add_callback(lambda: self._closed(entry)):
+            self._closed(entry)
+
+    def refused(self, job: EnqueuedJob[Any]) -> None:
+        """The queue refused ``job``: it never had a life to record."""
+        with self._lock:
+            entry = self._live.get(job.id)
+            if entry is not None and entry.job is job:
+                del self._live[job.id]
+
+    def started(self, job: EnqueuedJob[Any]) -> None:
+        """``job`` was claimed to run."""
+        entry = self._live.get(job.id)
+        if entry is not None and entry.job is job:
+            entry.started_at = time.time()
+            entry.due = 0.0
+
+    def retrying(self, job: EnqueuedJob[Any], due: float) -> None:
+        """``job`` failed and waits until the monotonic time ``due`` for another attempt."""
+        entry = self._live.get(job.id)
+        if entry is not None and entry.job is job:
+            entry.due = due
+
+    def dead(self, job: EnqueuedJob[Any]) -> None:
+        """``job`` is about to close in the dead letters."""
+        entry = self._live.get(job.id)
+        if entry is not None and entry.job is job:
+            entry.dead = True
+
+    def _closed(self, entry: _Entry) -> None:
+        """The job of ``entry`` closed: keep its outcome."""
+        record = entry.record = _ended_record(entry)
+        now = time.monotonic()
+        with self._lock:
+            if self._live.get(record.id) is not entry:
+                return  # a newer job with the same id holds the record
+            del self._live[record.id]
+            self._ended[record.id] = (record, now + self._keep)
+            self._prune_locked(now)
+            while len(self._ended) > self._limit:
+                self._ended.popitem(last=False)
+
+    def _prune_locked(self, now: float) -> None:
+        ended = self._ended
+        # In end order, all kept as long: the first that has not expired is followed by others
+        # that have not either.
+        while ended and next(iter(ended.values()))[1] <= now:
+            ended.popitem(last=False)
+
+    # -- what a handle asks (the Records protocol of varmq.api.records) --------------------
+
+    def read(self, job_id: str) -> JobRecord | None:
+        with self._lock:
+            self._prune_locked(time.monotonic())
+            entry = self._live.get(job_id)
+            if entry is None:
+                kept = self._ended.get(job_id)
+                return None if kept is None else kept[0]
+        return _live_record(entry)
+
+    async def read_async(self, job_id: str) -> JobRecord | None:
+        return self.read(job_id)  # in memory: never blocks
+
+    async def cancel_async(self, job_id: str) -> bool:
+        return self.cancel(job_id)
+
+    def _entry(self, job_id: str) -> _Entry | JobRecord:
+        """The live entry of ``job_id``, or its ended record; raises when there is neither."""
+        with self._lock:
+            self._prune_locked(time.monotonic())
+            entry = self._live.get(job_id)
+            if entry is not None:
+                return entry
+            kept = self._ended.get(job_id)
+        if kept is None:
+            raise JobNotFoundError(self._label, job_id)
+        return kept[0]
+
+    def wait(self, job_id: str, timeout: float | None) -> JobRecord:
+        found = self._entry(job_id)
+        if isinstance(found, JobRecord):
+            return found
+        if not found.job.wait(timeout):
+            raise TimeoutError(f"job {job_id!r} of queue {self._label!r} did not end in time")
+        return found.record or _ended_record(found)
+
+    async def wait_async(self, job_id: str, timeout: float | None) -> JobRecord:
+        found = self._entry(job_id)
+        if isinstance(found, JobRecord):
+            return found
+        loop = asyncio.get_running_loop()
+        closed: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the awaiting loop is gone
+                loop.call_soon_threadsafe(resolve, closed)
+
+        if found.job._add_callback(wake):
+            done, _ = await asyncio.wait({closed}, timeout=timeout)
+            if not done:
+                raise TimeoutError(f"job {job_id!r} of queue {self._label!r} did not end in time")
+        return found.record or _ended_record(found)
+
+    def cancel(self, job_id: str) -> bool:
+        with self._lock:
+            entry = self._live.get(job_id)
+        if entry is None:
+            return False
+        job = entry.job
+        try:
+            job.close()  # queued or delayed: closed as cancelled, skipped when reached
+            return True
+        except JobAlreadyClosedError:
+            return False
+        except JobProcessingError:
+            pass
+        job._request_cancel()
+        self._cancel_running(job)
+        return True
+
+
+def _live_record(entry: _Entry) -> JobRecord:
+    job = entry.job
+    status = job.status
+    if status is JobStatus.CLOSED:
+        return entry.record or _ended_record(entry)
+    running = status is JobStatus.PROCESSING
+    waiting = "delayed" if entry.due > time.monotonic() else "queued"
+    state = "running" if running else waiting
+    return JobRecord(
+        id=job.id,
+        state=state,
+        attempts=job.attempt if running else job.attempt - 1,
+        enqueued_at=entry.enqueued_at,
+        started_at=entry.started_at,
+        cancel_requested=running and job._cancel_requested(),
+    )
+
+
+def _ended_record(entry: _Entry) -> JobRecord:
+    job = entry.job
+    error = job._error
+    ran = entry.started_at is not None
+    result = None
+    kept = None
+    if error is None:
+        state, result = "succeeded", job._value
+    elif isinstance(error, JobCancelledError):
+        state = "cancelled"
+        kept = error_of(error) if error.running else None
+    else:
+        state = "dead" if entry.dead else "failed"
+        kept = error_of(error)
+    return JobRecord(
+        id=job.id,
+        state=state,
+        attempts=job.attempt if ran else 0,
+        result=result,
+        error=kept,
+        enqueued_at=entry.enqueued_at,
+        started_at=entry.started_at,
+        finished_at=time.time(),
+        cancel_requested=isinstance(error, JobCancelledError) and error.running,
+    )
