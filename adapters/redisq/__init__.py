@@ -7,13 +7,15 @@ rules, envelope and topic names): leased takes with fencing ack ids, batch takes
 job id, lease renewal, releases, and "enqueued" notifications for distributed queues. A call Redis
 does not answer raises :class:`RedisUnavailableError` within bounded timeouts; Redis that may evict
 keys is refused (:class:`EvictionPolicyError`). All Redis logic is in ``queue.lua`` (topics:
-``topics.lua``); key names are built in :mod:`redisq.keys`; everything works on Redis Cluster.
+``topics.lua``); key names are built in :mod:`redisq._keys`; everything works on Redis Cluster.
 """
 
-from redisq.distributed import DistributedPriorityQueue, DistributedQueue
-from redisq.errors import EvictionPolicyError, RedisUnavailableError
-from redisq.queue import PriorityQueue, Queue
-from redisq.queues import (
+from varmq.contract.protocols import DeadLetterRecord, QueueStats
+from varmq.contract.rules import QueueOptions
+
+from ._distributed import DistributedPriorityQueue, DistributedQueue
+from ._queue import PriorityQueue, Queue
+from ._queues import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_RETRIES,
     DEFAULT_SOCKET_TIMEOUT,
@@ -24,9 +26,8 @@ from redisq.queues import (
     new,
     open_url,
 )
-from redisq.topics import LiveSubscription, Message, Topics, TopicsUnavailableError
-from varmq.contract.protocols import DeadLetterRecord, QueueStats
-from varmq.contract.rules import QueueOptions
+from ._topics import LiveSubscription, Message, Topics, TopicsUnavailableError
+from .errors import EvictionPolicyError, RedisUnavailableError
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

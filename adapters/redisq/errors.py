@@ -1,6 +1,6 @@
 """The exceptions redisq raises when Redis cannot answer, or answers in a way it must refuse.
 
-No I/O here; :mod:`redisq.script` and :mod:`redisq.queues` raise these with the cause chained.
+No I/O here; :mod:`redisq._script` and :mod:`redisq._queues` raise these with the cause chained.
 """
 
 from __future__ import annotations

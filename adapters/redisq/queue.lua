@@ -6,7 +6,7 @@ call hands over all seventeen keys of ONE queue; they share the hash tag {<escap
 so the script runs on one Redis Cluster slot and touches no key it was not given. No KEYS, no
 SCAN. Each command below is atomic.
 
-KEYS (strings, built by redisq/keys.py; <q> stands for "redisq:{<escaped name>}")
+KEYS (strings, built by redisq/_keys.py; <q> stands for "redisq:{<escaped name>}")
   KEYS[1]  <q>:meta        HASH    "kind" -> "fifo" | "priority", set by the first open/enqueue
   KEYS[2]  <q>:ready       ZSET    job id -> priority (FIFO: 0). Waiting jobs, taken lowest first;
                                    equal scores order by member, i.e. by job id = (time the job

@@ -1,5 +1,5 @@
 --[[
-redisq topics: bindings and publishing (redisq/topics.py), one entry per command (dispatched on
+redisq topics: bindings and publishing (redisq/_topics.py), one entry per command (dispatched on
 ARGV[1]).
 
 A script of its own, not a section of queue.lua: a publish runs on every message, and running

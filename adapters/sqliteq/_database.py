@@ -183,6 +183,11 @@ class Database:
             self._after_commit(op)
             return result
 
+    def times(self, now: int) -> dict[str, int]:
+        """The times a statement binds: ``now`` (the wall clock, as the transaction read it)
+        and ``lease_now`` (the lease clock, read now)."""
+        return {"now": now, "lease_now": self.lease_clock()}
+
     def ended_records(self) -> None:
         """The transaction under way ends job records: its commit rings the watchers that
         follow record ends (``result_of`` waits), wherever they are."""

@@ -1,7 +1,8 @@
 """The dead-letter shelf of a queue: shelving a leased job, listing, requeueing, purging.
 
-A mixin of :class:`~sqliteq._queue.StoredQueue`: each method is one transaction of statements
-from :mod:`sqliteq._sql` (a read for listing). Dead letters live in their own table, so they
+:class:`DeadLetterShelf` is the shelf a queue object is made with (``IDeadLetterable`` of the
+queue object, which delegates here): each method is one transaction of statements from
+:mod:`sqliteq._sql` (a read for listing). Dead letters live in their own table, so they
 never slow down a take and never hold a job id. Retention is bounded by count and age, pruned
 in the transaction that adds a dead letter; the count is kept in ``queues.dead``, so pruning
 costs O(letters dropped), not O(letters kept).
@@ -14,67 +15,72 @@ from collections.abc import Sequence
 from typing import Any
 
 from varmq.contract.protocols import DeadLetterRecord
-from varmq.contract.rules import as_bytes, check, check_keys, error_text
+from varmq.contract.rules import check, check_keys, error_text
 
 from . import _sql
-from ._records import JobRecords
+from ._database import Database
+from ._options import QueueSettings
+from ._records import RecordStore
 from ._retention import DEAD, keep_within
 
 __all__ = ["DeadLetterShelf"]
 
 
-class DeadLetterShelf(JobRecords):
-    """``IDeadLetterable`` over the ``dead_letters`` table, for one queue name."""
+class DeadLetterShelf:
+    """``IDeadLetterable`` over the ``dead_letters`` table, for one queue name; ``records``
+    ends the record of a job it shelves."""
 
-    # Set by StoredQueue.__init__.
-    _dead_letter_limit: int
-    _dead_letter_max_age_ms: int
+    def __init__(
+        self,
+        db: Database,
+        name: str,
+        subject: str,
+        settings: QueueSettings,
+        records: RecordStore,
+    ) -> None:
+        self._db = db
+        self._name = name
+        self._subject = subject
+        self._records = records
+        self._limit = settings.dead_letter_limit
+        self._max_age_ms = round(settings.dead_letter_max_age * 1000)
 
-    def dead_letter(self, ack_id: str, error: str) -> bool:
-        """Move the job leased under ``ack_id`` to the dead letters, recording ``error``.
+    def bury(self, ack_id: Any, error: str, detail: bytes | None) -> bool:
+        """Move the job leased under ``ack_id`` to the dead letters, recording ``error``, and
+        ``detail`` (or nothing) as the error of its ``"dead"`` record.
 
         Fenced like ``acknowledge``: ``False`` when the lease is unknown, expired or taken
         over. In the same transaction, drops the queue's dead letters older than this object's
-        ``dead_letter_max_age`` and the oldest beyond its ``dead_letter_limit``. Works after
-        ``close()``, like ``acknowledge``. A job with a record is recorded ``"dead"``; one
-        whose cancel was requested ends ``"cancelled"`` instead of being shelved.
+        ``dead_letter_max_age`` and the oldest beyond its ``dead_letter_limit``. A job whose
+        cancel was requested ends ``"cancelled"`` instead of being shelved.
         """
-        return self._bury(ack_id, error, None)
-
-    def dead_letter_with_error(self, ack_id: str, error: str, record_error: Any) -> bool:
-        """``dead_letter`` that also records ``record_error`` (bytes) as the error of the job's
-        ``"dead"`` record, in the same transaction."""
-        detail = as_bytes(self._subject, record_error, "record_error")
-        return self._bury(ack_id, error, detail)
-
-    def _bury(self, ack_id: Any, error: str, detail: bytes | None) -> bool:
         if not isinstance(ack_id, str):
             return False
         text = error_text(error)
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, **self._at(now)}
+            params = {"token": ack_id, "queue": self._name, **self._db.times(now)}
             row = conn.execute(_sql.DEAD_LETTER, params).fetchone()
             if row is None:
                 cancelled = conn.execute(_sql.SETTLE_CANCELLED, params).fetchall()
-                self._end_rows(conn, now, cancelled, "cancelled")
+                self._records.end_rows(conn, now, cancelled, "cancelled")
                 return bool(cancelled)
             priority, data, job_id, attempts, started_at, keep_ms, enqueued_at = row
             letter = {"priority": priority, "data": data, "job_id": job_id, "attempts": attempts}
             conn.execute(_sql.ADD_DEAD_LETTER, {**params, **letter, "error": text})
             self._prune_dead(conn, now)
             settled = (job_id, attempts, started_at, 0, keep_ms, enqueued_at)
-            self._end_records(conn, now, [("dead", None, detail, settled)])
+            self._records.end(conn, now, [("dead", None, detail, settled)])
             return True
 
         return self._db.write("dead_letter", body, False)
 
     def _prune_dead(self, conn: sqlite3.Connection, now: int) -> None:
         """Count the letter just added and drop those beyond the retention bounds."""
-        cutoff = now - self._dead_letter_max_age_ms
-        keep_within(conn, DEAD, self._name, 1, cutoff=cutoff, limit=self._dead_letter_limit)
+        cutoff = now - self._max_age_ms
+        keep_within(conn, DEAD, self._name, 1, cutoff=cutoff, limit=self._limit)
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetterRecord]:
+    def letters(self, limit: int) -> list[DeadLetterRecord]:
         """Up to ``limit`` dead letters of this queue, oldest first.
 
         ``key`` names one for :meth:`requeue_dead`; ``dead_at`` is in Unix seconds (the
@@ -97,18 +103,15 @@ class DeadLetterShelf(JobRecords):
 
         return self._db.read("dead_letters", body, [])
 
-    def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
+    def requeue(self, keys: Sequence[str] | None) -> int:
         """Put the dead letters ``keys`` (all when ``None``) back in line; how many.
 
         Each becomes a new job at the end of its priority's line, available now, with its
         delivery count reset (the next take is attempt 1) and its job id back unless another
         stored job holds it meanwhile. Unknown keys, and keys of other queues, are ignored.
-        Given keys are requeued in the order given; all of them, oldest first. ``0`` once this
-        object is closed.
+        Given keys are requeued in the order given; all of them, oldest first.
         """
         chosen = check_keys(self._subject, keys)
-        if self._closed:
-            return 0
         wanted = None if chosen is None else list(dict.fromkeys(_key_ids(chosen)))
 
         def body(conn: sqlite3.Connection, now: int) -> int:
@@ -131,7 +134,7 @@ class DeadLetterShelf(JobRecords):
                     "data": data,
                     "job_id": job_id,
                     "keep_ms": keep_ms,
-                    **self._at(now),
+                    **self._db.times(now),
                 }
                 conn.execute(_sql.REQUEUE_DEAD, {**queue, **job})
             if rows:
@@ -154,12 +157,10 @@ class DeadLetterShelf(JobRecords):
             return job_id, int(row[0])
         if conn.execute(_sql.JOB_ID_STORED, params).fetchone()[0]:
             return None, None
-        return job_id, (self._keep_ms or None)
+        return job_id, (self._records.keep_ms or None)
 
-    def purge_dead(self) -> int:
-        """Delete every dead letter of this queue; how many. ``0`` once this object is closed."""
-        if self._closed:
-            return 0
+    def purge(self) -> int:
+        """Delete every dead letter of this queue; how many."""
 
         def body(conn: sqlite3.Connection, now: int) -> int:
             queue = {"queue": self._name}

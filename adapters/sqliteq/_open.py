@@ -19,7 +19,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from . import _sql
+from . import _schema, _sql
 from ._clock import WALL, Clock
 from .errors import (
     CorruptDatabaseError,
@@ -235,11 +235,11 @@ def _inspect(path: str, uri_query: str, create: bool, read_only: bool = False) -
         version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
         tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
         _check_identity(path, app_id, version, tables, create)
-        if read_only and version != _sql.SCHEMA_VERSION:
+        if read_only and version != _schema.SCHEMA_VERSION:
             raise SchemaVersionError(
                 path,
                 f"has sqliteq schema version {version}, older than this sqliteq's "
-                f"({_sql.SCHEMA_VERSION}); it was not upgraded, since it was opened read-only "
+                f"({_schema.SCHEMA_VERSION}); it was not upgraded, since it was opened read-only "
                 f"(open it once read-write, with sqliteq.new, to upgrade it)",
             )
         size = os.stat(path).st_size
@@ -301,12 +301,12 @@ def _check_size(path: str, header: bytes, size: int, *, wal_bytes: int) -> None:
 def _check_identity(path: str, app_id: int, version: int, tables: set[str], create: bool) -> None:
     """Raise unless the header and tables say: ours at a known version, or an empty database
     (when ``create``)."""
-    if app_id == _sql.APPLICATION_ID:
-        if version > _sql.SCHEMA_VERSION:
+    if app_id == _schema.APPLICATION_ID:
+        if version > _schema.SCHEMA_VERSION:
             raise SchemaVersionError(
                 path,
                 f"has sqliteq schema version {version}, newer than this sqliteq knows "
-                f"({_sql.SCHEMA_VERSION}); upgrade sqliteq",
+                f"({_schema.SCHEMA_VERSION}); upgrade sqliteq",
             )
         if version >= 1 and not tables >= _OUR_TABLES:
             missing = ", ".join(sorted(_OUR_TABLES - tables))
@@ -356,19 +356,19 @@ def _migrate(
         version = conn.execute(_sql.READ_USER_VERSION).fetchone()[0]
         tables = {row[0] for row in conn.execute(_sql.TABLE_NAMES)}
         _check_identity(path, app_id, version, tables, create)
-        had_capacity = conn.execute(_sql.CAPACITY_INSTALLED).fetchone() is not None
-        for statements in _sql.MIGRATIONS[version:]:
+        had_capacity = conn.execute(_schema.CAPACITY_INSTALLED).fetchone() is not None
+        for statements in _schema.MIGRATIONS[version:]:
             for statement in statements:
                 conn.execute(statement)
         _rewrite_checks(conn, path)
-        if had_capacity and conn.execute(_sql.CAPACITY_INSTALLED).fetchone() is None:
+        if had_capacity and conn.execute(_schema.CAPACITY_INSTALLED).fetchone() is None:
             # Rebuilding the jobs table (version 3) dropped its triggers: install them again,
             # which also recounts queues.ready.
-            for statement in _sql.INSTALL_CAPACITY:
+            for statement in _schema.INSTALL_CAPACITY:
                 conn.execute(statement)
-        if version < _sql.SCHEMA_VERSION:
-            conn.execute(_sql.SET_APPLICATION_ID.format(value=_sql.APPLICATION_ID))
-            conn.execute(_sql.SET_USER_VERSION.format(value=_sql.SCHEMA_VERSION))
+        if version < _schema.SCHEMA_VERSION:
+            conn.execute(_sql.SET_APPLICATION_ID.format(value=_schema.APPLICATION_ID))
+            conn.execute(_sql.SET_USER_VERSION.format(value=_schema.SCHEMA_VERSION))
         if lease_clock is not None:
             _adopt_lease_clock(conn, *lease_clock)
         conn.execute(_sql.COMMIT)
@@ -379,26 +379,26 @@ def _migrate(
 
 
 def _rewrite_checks(conn: sqlite3.Connection, path: str) -> None:
-    """Replace the costly CHECK constraints of _sql.CHECK_REWRITES by their equivalents, inside
+    """Replace the costly CHECK constraints of _schema.CHECK_REWRITES by their equivalents, inside
     the open's write transaction; once per file (a no-op afterwards).
 
     Where SQLite refuses to change its schema table (a build in defensive mode), the file keeps
     the constraints as written, which only costs time, and one INFO line says so."""
     changes = []
-    for table, written, equivalent in _sql.CHECK_REWRITES:
-        row = conn.execute(_sql.TABLE_SQL, {"name": table}).fetchone()
+    for table, written, equivalent in _schema.CHECK_REWRITES:
+        row = conn.execute(_schema.TABLE_SQL, {"name": table}).fetchone()
         if row is not None and written in row[0]:
             changes.append({"name": table, "sql": row[0].replace(written, equivalent)})
     if not changes:
         return
-    version = int(conn.execute(_sql.READ_SCHEMA_VERSION).fetchone()[0])
-    conn.execute(_sql.SAVEPOINT_CHECKS)
-    conn.execute(_sql.SET_WRITABLE_SCHEMA.format(value="ON"))
+    version = int(conn.execute(_schema.READ_SCHEMA_VERSION).fetchone()[0])
+    conn.execute(_schema.SAVEPOINT_CHECKS)
+    conn.execute(_schema.SET_WRITABLE_SCHEMA.format(value="ON"))
     try:
-        conn.executemany(_sql.REWRITE_TABLE_SQL, changes)
-        conn.execute(_sql.SET_SCHEMA_VERSION.format(value=version + 1))
+        conn.executemany(_schema.REWRITE_TABLE_SQL, changes)
+        conn.execute(_schema.SET_SCHEMA_VERSION.format(value=version + 1))
     except sqlite3.DatabaseError as exc:
-        conn.execute(_sql.ROLLBACK_CHECKS)  # a rewrite that went through is taken back too
+        conn.execute(_schema.ROLLBACK_CHECKS)  # a rewrite that went through is taken back too
         logger.info(
             "%s keeps its CHECK constraints as written (SQLite refused to rewrite "
             "them: %s); every job write checks its state more slowly",
@@ -406,8 +406,8 @@ def _rewrite_checks(conn: sqlite3.Connection, path: str) -> None:
             exc,
         )
     finally:
-        conn.execute(_sql.SET_WRITABLE_SCHEMA.format(value="OFF"))
-        conn.execute(_sql.RELEASE_CHECKS)
+        conn.execute(_schema.SET_WRITABLE_SCHEMA.format(value="OFF"))
+        conn.execute(_schema.RELEASE_CHECKS)
 
 
 def _adopt_lease_clock(

@@ -4,9 +4,11 @@ Every method maps to one transaction of statements from :mod:`sqliteq._sql`. A t
 jobs and records their leases in one ``UPDATE ... RETURNING``: no crash can lose a job between
 the two. Leases expire by time alone: a take treats a job whose lease ran out like a ready one,
 so there is no reaper thread and opening a queue never steals live jobs. Delayed jobs need no
-timer either: a take first promotes the due ones (one indexed ``UPDATE``). The dead-letter
-shelf is in :mod:`sqliteq._dead`, job records in :mod:`sqliteq._records`, the four kinds of
-queue in :mod:`sqliteq._kinds`.
+timer either: a take first promotes the due ones (one indexed ``UPDATE``). A queue object is
+composed of its job records (:class:`~sqliteq._records.RecordStore`) and its dead-letter shelf
+(:class:`~sqliteq._dead.DeadLetterShelf`), which its opener makes and passes in; the calls of
+``IJobRecords`` and ``IDeadLetterable`` delegate to them. The four kinds of queue are in
+:mod:`sqliteq._kinds`.
 
 A method that cannot get an answer from the file raises
 :class:`~sqliteq.errors.StorageUnavailableError` naming the file and the operation, with
@@ -20,26 +22,33 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from varmq.contract.protocols import QueueStats
-from varmq.contract.rules import as_bytes, check, check_job_id, delay_ms
+from varmq.contract.protocols import DeadLetterRecord, QueueStats, StoredJobRecord
+from varmq.contract.rules import as_bytes, check, check_job_id, check_keys, delay_ms
 
-from . import _sql
+from . import _schema, _sql
 from ._database import Database
 from ._dead import DeadLetterShelf
 from ._group import Add
 from ._options import QueueSettings
-from ._records import Outcome
+from ._records import Outcome, RecordStore
 from ._retention import DONE, keep_within
 from ._watch import Watcher
 from ._writer import Writer
 from .errors import ClosedError
 
-__all__ = ["StoredQueue"]
+__all__ = ["StoredQueue", "subject_of"]
+
+LeaseAnswer = Literal["held", "lost", "cancel"]
 
 
-class StoredQueue(DeadLetterShelf):
+def subject_of(db: Database, name: str) -> str:
+    """What every error message about the queue ``name`` starts with."""
+    return f"sqliteq: queue {name!r} in {db.path}"
+
+
+class StoredQueue:
     """What FIFO and priority queues share; the kinds differ only in ``enqueue``'s shape."""
 
     def __init__(
@@ -50,24 +59,22 @@ class StoredQueue(DeadLetterShelf):
         *,
         watcher: Watcher,
         writer: Writer,
+        records: RecordStore,
+        dead: DeadLetterShelf,
     ) -> None:
         self._db = db
         self._writer = writer  # stores the adds (group commit; the thread for coroutines)
         self._watcher = watcher
+        self._records = records
+        self._dead = dead
         self._name = name
-        self._subject = f"sqliteq: queue {name!r} in {db.path}"  # starts every error message
+        self._subject = subject_of(db, name)  # starts every error message
         self._visibility_timeout = float(settings.visibility_timeout)
         self._lease_ms = max(1, round(settings.visibility_timeout * 1000))
         self._remove_on_complete = bool(settings.remove_on_complete)
         self._completed_limit = settings.completed_limit
         self._completed_max_age_ms = round(settings.completed_max_age * 1000)
-        self._dead_letter_limit = settings.dead_letter_limit
-        self._dead_letter_max_age_ms = round(settings.dead_letter_max_age * 1000)
-        self._keep_results = float(settings.keep_results)
-        self._keep_ms = round(settings.keep_results * 1000)
-        if self._keep_results > 0:
-            self._keep_ms = max(1, self._keep_ms)
-        self._keep_results_limit = settings.keep_results_limit
+        self._keep_ms = records.keep_ms
         # Set once by close(); read without a lock (a bool write is atomic).
         self._closed = False
         # Set by set_capacity(); 0: unlimited. Read once per enqueue, when it is prepared,
@@ -108,8 +115,8 @@ class StoredQueue(DeadLetterShelf):
         """Install the ready counter's triggers in the file, once per file (any process)."""
 
         def body(conn: sqlite3.Connection, now: int) -> None:
-            if conn.execute(_sql.CAPACITY_INSTALLED).fetchone() is None:
-                for statement in _sql.INSTALL_CAPACITY:
+            if conn.execute(_schema.CAPACITY_INSTALLED).fetchone() is None:
+                for statement in _schema.INSTALL_CAPACITY:
                     conn.execute(statement)
 
         with contextlib.suppress(ClosedError):  # nothing can be enqueued through a closed file
@@ -218,8 +225,13 @@ class StoredQueue(DeadLetterShelf):
             return []
 
         def body(conn: sqlite3.Connection, now: int) -> list[Any]:
-            params = {"queue": self._name, **self._at(now), "lease_ms": self._lease_ms, "n": n}
-            self._sweep(conn, now)
+            params = {
+                "queue": self._name,
+                **self._db.times(now),
+                "lease_ms": self._lease_ms,
+                "n": n,
+            }
+            self._records.sweep(conn, now)
             conn.execute(_sql.PROMOTE_DUE, params)
             return conn.execute(_sql.CLAIM, params).fetchall()
 
@@ -244,8 +256,8 @@ class StoredQueue(DeadLetterShelf):
         statement = _sql.TAKE_DELETE if self._remove_on_complete else _sql.TAKE_DONE
 
         def body(conn: sqlite3.Connection, now: int) -> bytes | None:
-            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._at(now)})
-            row = conn.execute(statement, {"queue": self._name, **self._at(now)}).fetchone()
+            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._db.times(now)})
+            row = conn.execute(statement, {"queue": self._name, **self._db.times(now)}).fetchone()
             if row is None:
                 return None
             if not self._remove_on_complete:
@@ -253,7 +265,7 @@ class StoredQueue(DeadLetterShelf):
             data, job_id, attempts, keep_ms, enqueued_at = row
             # Taken for good: nobody will report another outcome.
             taken = (job_id, attempts, now, 0, keep_ms, enqueued_at)
-            self._end_records(conn, now, [("succeeded", None, None, taken)])
+            self._records.end(conn, now, [("succeeded", None, None, taken)])
             return bytes(data)
 
         return self._db.write("take", body, None)
@@ -309,7 +321,8 @@ class StoredQueue(DeadLetterShelf):
                     ends.append(("succeeded", result, None, row))
             if keep_done and any(results):
                 self._keep_done(conn, now, sum(results))
-            self._end_records(conn, now, ends)
+            if ends:
+                self._records.end(conn, now, ends)
             return results
 
         return self._db.write("acknowledge", body, refused)
@@ -331,7 +344,12 @@ class StoredQueue(DeadLetterShelf):
             return False
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, **self._at(now), "delay_ms": wait_ms}
+            params = {
+                "token": ack_id,
+                "queue": self._name,
+                **self._db.times(now),
+                "delay_ms": wait_ms,
+            }
             if conn.execute(_sql.NACK, params).rowcount == 1:
                 return True
             return self._settle_cancelled(conn, now, params)
@@ -351,7 +369,7 @@ class StoredQueue(DeadLetterShelf):
             return False
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, **self._at(now)}
+            params = {"token": ack_id, "queue": self._name, **self._db.times(now)}
             if conn.execute(_sql.RELEASE, params).rowcount != 1:
                 return self._settle_cancelled(conn, now, params)
             conn.execute(_sql.BUMP_ENQUEUED, params)
@@ -363,13 +381,135 @@ class StoredQueue(DeadLetterShelf):
         """A lease given back whose cancel was requested: its job ends ``"cancelled"`` instead
         of running again. Whether there was such a lease."""
         rows = conn.execute(_sql.SETTLE_CANCELLED, params).fetchall()
-        self._end_rows(conn, now, rows, "cancelled")
+        if rows:
+            self._records.end_rows(conn, now, rows, "cancelled")
         return bool(rows)
 
     def _keep_done(self, conn: sqlite3.Connection, now: int, added: int) -> None:
         """Count ``added`` completed jobs and drop those beyond the retention bounds."""
         cutoff = now - self._completed_max_age_ms
         keep_within(conn, DONE, self._name, added, cutoff=cutoff, limit=self._completed_limit)
+
+    # --- settles with an outcome (job records) ----------------------------------------------
+
+    def acknowledge_with_results(self, results: Sequence[tuple[str, Any]]) -> list[bool]:
+        """Acknowledge each ``(ack_id, result)`` in one transaction, recording each job
+        ``"succeeded"`` with its ``result`` bytes; one answer per pair, in order, as
+        ``acknowledge_many`` gives. Works after ``close()``."""
+        checked = [(ack_id, as_bytes(self._subject, r, "result")) for ack_id, r in results]
+        return self._acknowledge(checked)
+
+    def fail(self, ack_id: str, error: Any) -> bool:
+        """End the job leased under ``ack_id`` for good: it leaves the queue and its record
+        becomes ``"failed"`` with the ``error`` bytes (``"cancelled"`` when a cancel was
+        requested), in one transaction. ``False`` when the lease is unknown, expired or taken
+        over. Works after ``close()``."""
+        detail = as_bytes(self._subject, error, "error")
+        if not isinstance(ack_id, str):
+            return False
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            params = {"token": ack_id, "queue": self._name, **self._db.times(now)}
+            row = conn.execute(_sql.SETTLE_FAILED, params).fetchone()
+            if row is None:
+                return False
+            self._records.end(conn, now, [("failed", None, detail, row)])
+            return True
+
+        return self._db.write("fail", body, False)
+
+    def extend_lease_or_cancel(self, ack_id: str) -> LeaseAnswer:
+        """Restart the lease of ``ack_id`` and say whether its job should stop: ``"held"``,
+        ``"cancel"`` (extended, and a cancel was requested) or ``"lost"`` (expired, taken over
+        or unknown). Raises :class:`~sqliteq.errors.StorageUnavailableError` when the file
+        cannot answer."""
+        if not isinstance(ack_id, str):
+            return "lost"
+
+        def body(conn: sqlite3.Connection, now: int) -> LeaseAnswer:
+            params = {
+                "token": ack_id,
+                "queue": self._name,
+                **self._db.times(now),
+                "lease_ms": self._lease_ms,
+            }
+            row = conn.execute(_sql.EXTEND_LEASE, params).fetchone()
+            if row is None:
+                return "lost"
+            return "cancel" if row[0] else "held"
+
+        return self._db.write("extend_lease", body, "lost")
+
+    # --- job records (sqliteq._records) -------------------------------------------------------
+
+    @property
+    def keep_results(self) -> float:
+        """Seconds an ended job's record is kept; ``0.0``: this object adds no records."""
+        return self._records.keep_results
+
+    def job_record(self, job_id: str) -> StoredJobRecord | None:
+        """The record of ``job_id``; ``None`` when none is kept. Answers whatever this object's
+        own ``keep_results`` (records belong to the queue); works on a read-only file."""
+        return self._records.job_record(job_id)
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel ``job_id``: a queued or delayed job leaves the queue now (``"cancelled"``), a
+        running one is flagged (``cancel_requested``) and its consumer hears it at its next
+        renewal (``extend_lease_or_cancel``). Whether there was a job to cancel: ``False`` for
+        an unknown id or an ended job."""
+        return self._records.cancel(job_id)
+
+    def subscribe_records(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(job_id)`` on the watcher thread after a record of this queue ended,
+        through any object in any process (within about one watcher interval). Lossy: a record
+        dropped before the watcher read it is not told. Ends when this object is closed."""
+        if not self._closed:
+            self._records.subscribe(callback, self)
+
+    # --- dead letters (sqliteq._dead) ---------------------------------------------------------
+
+    def dead_letter(self, ack_id: str, error: str) -> bool:
+        """Move the job leased under ``ack_id`` to the dead letters, recording ``error``.
+
+        Fenced like ``acknowledge``: ``False`` when the lease is unknown, expired or taken
+        over. In the same transaction, drops the queue's dead letters older than this object's
+        ``dead_letter_max_age`` and the oldest beyond its ``dead_letter_limit``. Works after
+        ``close()``, like ``acknowledge``. A job with a record is recorded ``"dead"``; one
+        whose cancel was requested ends ``"cancelled"`` instead of being shelved.
+        """
+        return self._dead.bury(ack_id, error, None)
+
+    def dead_letter_with_error(self, ack_id: str, error: str, record_error: Any) -> bool:
+        """``dead_letter`` that also records ``record_error`` (bytes) as the error of the job's
+        ``"dead"`` record, in the same transaction."""
+        detail = as_bytes(self._subject, record_error, "record_error")
+        return self._dead.bury(ack_id, error, detail)
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetterRecord]:
+        """Up to ``limit`` dead letters of this queue, oldest first.
+
+        ``key`` names one for :meth:`requeue_dead`; ``dead_at`` is in Unix seconds (the
+        adapter clock).
+        """
+        return self._dead.letters(limit)
+
+    def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
+        """Put the dead letters ``keys`` (all when ``None``) back in line; how many.
+
+        Each becomes a new job at the end of its priority's line, available now, with its
+        delivery count reset (the next take is attempt 1) and its job id back unless another
+        stored job holds it meanwhile. Unknown keys, and keys of other queues, are ignored.
+        Given keys are requeued in the order given; all of them, oldest first. ``0`` once this
+        object is closed.
+        """
+        if self._closed:
+            check_keys(self._subject, keys)
+            return 0
+        return self._dead.requeue(keys)
+
+    def purge_dead(self) -> int:
+        """Delete every dead letter of this queue; how many. ``0`` once this object is closed."""
+        return 0 if self._closed else self._dead.purge()
 
     # --- looking -------------------------------------------------------------------------------
 
@@ -380,7 +520,7 @@ class StoredQueue(DeadLetterShelf):
 
         def body(conn: sqlite3.Connection, now: int) -> int:
             row = conn.execute(
-                _sql.COUNT_TAKEABLE, {"queue": self._name, **self._at(now)}
+                _sql.COUNT_TAKEABLE, {"queue": self._name, **self._db.times(now)}
             ).fetchone()
             return int(row[0])
 
@@ -392,7 +532,7 @@ class StoredQueue(DeadLetterShelf):
             return []
 
         def body(conn: sqlite3.Connection, now: int) -> list[bytes]:
-            rows = conn.execute(_sql.VALUES_TAKEABLE, {"queue": self._name, **self._at(now)})
+            rows = conn.execute(_sql.VALUES_TAKEABLE, {"queue": self._name, **self._db.times(now)})
             return [bytes(row[0]) for row in rows]
 
         return self._db.read("values", body, [])
@@ -415,7 +555,7 @@ class StoredQueue(DeadLetterShelf):
         }
 
         def body(conn: sqlite3.Connection, now: int) -> QueueStats:
-            row = conn.execute(_sql.STATS, {"queue": self._name, **self._at(now)}).fetchone()
+            row = conn.execute(_sql.STATS, {"queue": self._name, **self._db.times(now)}).fetchone()
             waiting, in_flight, oldest, due, later, oldest_due, dead = row
             oldest_at = min((t for t in (oldest, oldest_due) if t is not None), default=now)
             return {
@@ -434,9 +574,9 @@ class StoredQueue(DeadLetterShelf):
         stay delayed."""
 
         def body(conn: sqlite3.Connection, now: int) -> None:
-            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._at(now)})
-            rows = conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, **self._at(now)})
-            self._end_rows(conn, now, rows.fetchall(), "cancelled")
+            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._db.times(now)})
+            rows = conn.execute(_sql.PURGE_TAKEABLE, {"queue": self._name, **self._db.times(now)})
+            self._records.end_rows(conn, now, rows.fetchall(), "cancelled")
 
         self._db.write("purge", body, None)
 

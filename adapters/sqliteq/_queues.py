@@ -12,10 +12,12 @@ from varmq.contract.rules import check_name
 from . import _sql
 from ._clock import Clock, host_lease_clock, wall_clock_ms
 from ._database import Database
+from ._dead import DeadLetterShelf
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._open import connect, open_database, open_read_only, read_only_query
 from ._options import QueueOptions, QueueSettings, queue_settings
-from ._queue import StoredQueue
+from ._queue import StoredQueue, subject_of
+from ._records import RecordStore
 from ._topics import Topics
 from ._watch import Watcher
 from ._writer import Writer
@@ -281,7 +283,7 @@ class Queues:
     def _open(self, cls: type[Q], name: str, options: Mapping[str, Any]) -> Q:
         """The one opener: check the name and options, record the queue's kind, open it."""
         check_name(f"sqliteq: {self._db.path}", name)
-        settings = queue_settings(f"sqliteq: queue {name!r} in {self._db.path}", options)
+        settings = queue_settings(subject_of(self._db, name), options)
         kind = "priority" if issubclass(cls, PriorityQueue) else "fifo"
         if self._db.read_only:
             return self._open_existing(cls, name, kind, settings)
@@ -293,7 +295,17 @@ class Queues:
         stored = self._db.transaction(body, "open_queue")
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
-        return cls(self._db, name, settings, watcher=self._watcher, writer=self._writer)
+        return self._made(cls, name, settings)
+
+    def _made(self, cls: type[Q], name: str, settings: QueueSettings) -> Q:
+        """A queue object of ``cls``, composed of its job records and its dead-letter shelf."""
+        db, watcher = self._db, self._watcher
+        subject = subject_of(db, name)
+        records = RecordStore(db, watcher, name, subject, settings)
+        dead = DeadLetterShelf(db, name, subject, settings, records)
+        return cls(
+            db, name, settings, watcher=watcher, writer=self._writer, records=records, dead=dead
+        )
 
     def _open_existing(self, cls: type[Q], name: str, kind: str, settings: QueueSettings) -> Q:
         """Open ``name`` without writing (a read-only file): it must exist, as ``kind``."""
@@ -307,4 +319,4 @@ class Queues:
             raise QueueNotFoundError(self._db.path, name)
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
-        return cls(self._db, name, settings, watcher=self._watcher, writer=self._writer)
+        return self._made(cls, name, settings)

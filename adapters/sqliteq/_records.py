@@ -1,7 +1,8 @@
 """Job records of a queue (schema version 6): what became of each job added with an id.
 
-A mixin of :class:`~sqliteq._queue.StoredQueue`, the base of the dead-letter shelf. A queue
-object opened with ``keep_results=SECONDS`` stores a job added with an id with ``keep_ms`` set:
+:class:`RecordStore` is the record keeper a queue object is made with (and its dead-letter
+shelf, :class:`~sqliteq._dead.DeadLetterShelf`, too). A queue object opened with
+``keep_results=SECONDS`` stores a job added with an id with ``keep_ms`` set:
 while the job is stored, its row is its record, and its state (queued, delayed, running) is
 read from the row, so adds, takes, lease expiries and due delays write nothing more. Every
 statement that takes such a job out of the queue (acknowledge, ``fail``, dead letter, cancel,
@@ -23,17 +24,17 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
-from varmq.contract.rules import as_bytes, check_job_id
+from varmq.contract.protocols import StoredJobRecord
+from varmq.contract.rules import check_job_id
 
 from . import _sql
 from ._database import Database
+from ._options import QueueSettings
 from ._watch import Watcher
 
-__all__ = ["JobRecords", "Outcome", "StoredJobRecord"]
-
-LeaseAnswer = Literal["held", "lost", "cancel"]
+__all__ = ["Outcome", "RecordStore"]
 
 AGE_PRUNE_EVERY_MS = 1000
 """How often (adapter clock, ms) an object's ends also drop the records whose time is up."""
@@ -42,42 +43,33 @@ AGE_PRUNE_EVERY_MS = 1000
 # _sql._SETTLED return: (job_id, attempts, started_at, cancel, keep_ms, enqueued_at).
 Outcome = tuple[str, bytes | None, bytes | None, Sequence[Any]]
 
-# What job_record returns (varmq's StoredJobRecord): a dict with the keys below.
-StoredJobRecord = dict[str, Any]
 
+class RecordStore:
+    """The job records of one queue name, for one queue object: reading, cancelling, hearing
+    of ends (``IJobRecords`` and ``IRecordSubscribable`` of the queue object, which delegates
+    here), and ending the records of the jobs its settles take out of the queue, inside their
+    transactions. ``keep_ms`` (0: none) is what the jobs this object adds with an id keep."""
 
-class JobRecords:
-    """``IJobRecords`` and ``IRecordSubscribable`` over the ``job_records`` table, for one
-    queue name; the base of the dead-letter shelf and of every queue."""
-
-    # Set by StoredQueue.__init__.
-    _db: Database
-    _watcher: Watcher
-    _name: str
-    _subject: str
-    _closed: bool
-    _keep_results: float
-    _keep_ms: int
-    _keep_results_limit: int
-
-    _lease_ms: int
-
-    # The adapter clock (ms) of this object's last prune by age, and its ends since then.
-    _age_pruned_at: int | None = None
-    _ends_unpruned: int = 0
-
-    def _at(self, now: int) -> dict[str, int]:
-        """The times a statement binds: ``now`` (wall clock) and ``lease_now`` (lease clock)."""
-        return {"now": now, "lease_now": self._db.lease_clock()}
-
-    @property
-    def keep_results(self) -> float:
-        """Seconds an ended job's record is kept; ``0.0``: this object adds no records."""
-        return self._keep_results
+    def __init__(
+        self, db: Database, watcher: Watcher, name: str, subject: str, settings: QueueSettings
+    ) -> None:
+        self._db = db
+        self._watcher = watcher
+        self._name = name
+        self._subject = subject
+        #: Seconds an ended job's record is kept; 0.0: this object adds no records.
+        self.keep_results = float(settings.keep_results)
+        #: The ``keep_ms`` of the rows of jobs this object adds with an id (0: none).
+        self.keep_ms = max(1, round(settings.keep_results * 1000)) if self.keep_results else 0
+        self._limit = settings.keep_results_limit
+        # The adapter clock (ms) of this object's last prune by age, and its ends since then;
+        # changed only inside write transactions (one at a time).
+        self._age_pruned_at: int | None = None
+        self._ends_unpruned = 0
 
     # --- ending records, inside the caller's transaction --------------------------------------
 
-    def _end_records(self, conn: sqlite3.Connection, now: int, ends: Sequence[Outcome]) -> None:
+    def end(self, conn: sqlite3.Connection, now: int, ends: Sequence[Outcome]) -> None:
         """Write the ended records of the jobs in ``ends`` that have one (``keep_ms`` set),
         numbered for the watcher, and keep the ended records within their bounds."""
         recorded = [end for end in ends if end[3][0] is not None and end[3][4] is not None]
@@ -120,23 +112,22 @@ class JobRecords:
             if rows:
                 conn.executemany(statement, rows)
         self._db.ended_records()
-        upto = ended - self._keep_results_limit
+        upto = ended - self._limit
         if upto > 0:  # ends are numbered from 1: below the limit, nothing to drop
             conn.execute(_sql.PRUNE_RECORDS_OLDEST, {"queue": name, "upto": upto})
 
-    def _end_rows(
-        self, conn: sqlite3.Connection, now: int, rows: Sequence[Any], state: str
-    ) -> None:
+    def end_rows(self, conn: sqlite3.Connection, now: int, rows: Sequence[Any], state: str) -> None:
         """End the records of the jobs of ``rows`` (as _sql._SETTLED returns them) in
         ``state``."""
-        self._end_records(conn, now, [(state, None, None, row) for row in rows])
+        self.end(conn, now, [(state, None, None, row) for row in rows])
 
-    def _sweep(self, conn: sqlite3.Connection, now: int) -> None:
-        """End the jobs whose cancel was requested and whose lease ran out: cancelled."""
-        params = {"queue": self._name, **self._at(now)}
+    def sweep(self, conn: sqlite3.Connection, now: int) -> None:
+        """End the jobs whose cancel was requested and whose lease ran out: cancelled (the
+        queue's take does this first, so that it never hands such a job out again)."""
+        params = {"queue": self._name, **self._db.times(now)}
         rows = conn.execute(_sql.SWEEP_CANCELLED, params).fetchall()
         if rows:
-            self._end_rows(conn, now, rows, "cancelled")
+            self.end_rows(conn, now, rows, "cancelled")
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -153,7 +144,7 @@ class JobRecords:
         if swept and not self._db.read_only:
             # Its cancel was requested and its consumer let the lease run out: end it now, so
             # that the record says when.
-            self._db.write("job_record", lambda conn, now: self._sweep(conn, now), None)
+            self._db.write("job_record", self.sweep, None)
             record, _ = self._db.read("job_record", body, nothing)
         return record
 
@@ -170,8 +161,8 @@ class JobRecords:
         if state != "live":
             if expires_at <= now:
                 return None, False  # its time is up: dropped by the next end
-            stored = _record(job_id, state, attempts, enqueued_at, started_at, finished_at, cancel)
-            return stored | {"result": _blob(result), "error": _blob(error)}, False
+            times = (enqueued_at, started_at, finished_at)
+            return _record(job_id, state, attempts, times, cancel, result, error), False
         pending = False
         finished = None
         if job_state == "ready":
@@ -184,8 +175,8 @@ class JobRecords:
             live, pending, finished = "cancelled", True, now
         else:
             live = "queued"  # its lease ran out: the next take hands it out again
-        stored = _record(job_id, live, attempts, enqueued_at, started_at, finished, cancel)
-        return stored | {"result": None, "error": None}, pending
+        times = (enqueued_at, started_at, finished)
+        return _record(job_id, live, attempts, times, cancel, None, None), pending
 
     # --- cancelling -------------------------------------------------------------------------------
 
@@ -193,11 +184,11 @@ class JobRecords:
         """Cancel ``job_id``: a queued or delayed job leaves the queue now (``"cancelled"``), a
         running one is flagged (``cancel_requested``) and its consumer hears it at its next
         renewal (``extend_lease_or_cancel``). Whether there was a job to cancel: ``False`` for
-        an unknown id or an ended job. ``False`` once closed."""
+        an unknown id or an ended job."""
         job_id = check_job_id(self._subject, job_id)
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            self._sweep(conn, now)
+            self.sweep(conn, now)
             params = {"queue": self._name, "job_id": job_id}
             row = conn.execute(_sql.READ_RECORD, params).fetchone()
             if row is None or row[1] != "live":
@@ -207,79 +198,24 @@ class JobRecords:
                 conn.execute(_sql.FLAG_CANCEL, {"id": row_id})
                 return True
             rows = conn.execute(_sql.CANCEL_JOB, {"id": row_id}).fetchall()
-            self._end_rows(conn, now, rows, "cancelled")
+            self.end_rows(conn, now, rows, "cancelled")
             return True
 
         return self._db.write("cancel", body, False)
 
-    # --- settles with an outcome ------------------------------------------------------------------
-
-    def _acknowledge(self, settled: Sequence[tuple[Any, bytes | None]]) -> list[bool]:
-        raise NotImplementedError  # pragma: no cover - StoredQueue's
-
-    def acknowledge_with_results(self, results: Sequence[tuple[str, Any]]) -> list[bool]:
-        """Acknowledge each ``(ack_id, result)`` in one transaction, recording each job
-        ``"succeeded"`` with its ``result`` bytes; one answer per pair, in order, as
-        ``acknowledge_many`` gives. Works after ``close()``."""
-        checked = [(ack_id, as_bytes(self._subject, r, "result")) for ack_id, r in results]
-        return self._acknowledge(checked)
-
-    def fail(self, ack_id: str, error: Any) -> bool:
-        """End the job leased under ``ack_id`` for good: it leaves the queue and its record
-        becomes ``"failed"`` with the ``error`` bytes (``"cancelled"`` when a cancel was
-        requested), in one transaction. ``False`` when the lease is unknown, expired or taken
-        over. Works after ``close()``."""
-        detail = as_bytes(self._subject, error, "error")
-        if not isinstance(ack_id, str):
-            return False
-
-        def body(conn: sqlite3.Connection, now: int) -> bool:
-            params = {"token": ack_id, "queue": self._name, **self._at(now)}
-            row = conn.execute(_sql.SETTLE_FAILED, params).fetchone()
-            if row is None:
-                return False
-            self._end_records(conn, now, [("failed", None, detail, row)])
-            return True
-
-        return self._db.write("fail", body, False)
-
-    def extend_lease_or_cancel(self, ack_id: str) -> LeaseAnswer:
-        """Restart the lease of ``ack_id`` and say whether its job should stop: ``"held"``,
-        ``"cancel"`` (extended, and a cancel was requested) or ``"lost"`` (expired, taken over
-        or unknown). Raises :class:`~sqliteq.errors.StorageUnavailableError` when the file
-        cannot answer."""
-        if not isinstance(ack_id, str):
-            return "lost"
-
-        def body(conn: sqlite3.Connection, now: int) -> LeaseAnswer:
-            params = {
-                "token": ack_id,
-                "queue": self._name,
-                **self._at(now),
-                "lease_ms": self._lease_ms,
-            }
-            row = conn.execute(_sql.EXTEND_LEASE, params).fetchone()
-            if row is None:
-                return "lost"
-            return "cancel" if row[0] else "held"
-
-        return self._db.write("extend_lease", body, "lost")
-
     # --- hearing of ends --------------------------------------------------------------------------
 
-    def subscribe_records(self, callback: Callable[[str], None]) -> None:
+    def subscribe(self, callback: Callable[[str], None], owner: object) -> None:
         """Call ``callback(job_id)`` on the watcher thread after a record of this queue ended,
-        through any object in any process (within about one watcher interval). Lossy: a record
-        dropped before the watcher read it is not told. Ends when this object is closed."""
-        if self._closed:
-            return
+        through any object in any process; the subscription ends with ``owner`` (the queue
+        object: its ``close()``)."""
 
         def body(conn: sqlite3.Connection, now: int) -> int:
             row = conn.execute(_sql.ENDED_COUNT, {"queue": self._name}).fetchone()
             return int(row[0]) if row else 0
 
         baseline = self._db.read("subscribe_records", body, 0)
-        self._watcher.subscribe_records(self._name, callback, self, baseline)
+        self._watcher.subscribe_records(self._name, callback, owner, baseline)
 
 
 def _blob(value: Any) -> bytes | None:
@@ -294,15 +230,19 @@ def _record(
     job_id: str,
     state: str,
     attempts: int,
-    enqueued_at: int,
-    started_at: int | None,
-    finished_at: int | None,
+    times: tuple[int, int | None, int | None],
     cancel_requested: int,
+    result: Any,
+    error: Any,
 ) -> StoredJobRecord:
+    """A record as ``job_record`` gives it; ``times`` are enqueued, started and finished (ms)."""
+    enqueued_at, started_at, finished_at = times
     return {
         "id": job_id,
         "state": state,
         "attempts": int(attempts),
+        "result": _blob(result),
+        "error": _blob(error),
         "enqueued_at": enqueued_at / 1000.0,
         "started_at": _seconds(started_at),
         "finished_at": _seconds(finished_at),

@@ -22,8 +22,8 @@ import redis
 from redis.crc import key_slot
 
 import redisq
-from redisq.keys import REGISTRY, queue_keys
-from redisq.location import redact
+from redisq._keys import REGISTRY, queue_keys
+from redisq._location import redact
 from tests.support.redis_server import RedisServer
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def test_a_take_run_twice_with_one_prefix_strands_no_job(
     q = backend.queues(clock).new_queue("retried-take", visibility_timeout=1)
     items = [f"job-{i}".encode() for i in range(4)]
     assert all(q.enqueue(item) for item in items)
-    monkeypatch.setattr("redisq.queue.secrets.token_hex", lambda n: "same-prefix")
+    monkeypatch.setattr("redisq._queue.secrets.token_hex", lambda n: "same-prefix")
     first = q.dequeue_batch_with_ack_ids(2)  # the run whose reply the client never saw
     second = q.dequeue_batch_with_ack_ids(2)
     assert {ack for _, ack in first}.isdisjoint(ack for _, ack in second)

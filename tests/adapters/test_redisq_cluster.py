@@ -21,7 +21,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 import redisq
-from redisq.keys import queue_keys
+from redisq._keys import queue_keys
 from tests.adapters.test_redisq_conformance import (
     CLAIMED,
     OUTAGE_SOCKET_TIMEOUT,

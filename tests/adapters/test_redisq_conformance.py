@@ -18,7 +18,7 @@ import pytest
 import redis
 
 import redisq
-from redisq.script import Client
+from redisq._script import Client
 from tests.support.redis_server import RedisServer
 from varmq.testing import FakeWallClock, QueuesHarness
 from varmq.testing.conformance import ALL_EXTENSIONS, ASYNC_EXTENSIONS, QueueConformance

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 import redisq
-from redisq.pubsub import Listener
+from redisq._pubsub import Listener
 from tests.support.redis_server import RedisServer
 
 # Run alone by the test command:

@@ -1,5 +1,5 @@
-"""Producers' adds on Redis: the group commit of redisq.producer and the asyncio transport
-(redisq.aio). The group commit itself is tested in tests/unit/test_group_commit.py.
+"""Producers' adds on Redis: the group commit of redisq._adds and the asyncio transport
+(redisq._aio). The group commit itself is tested in tests/unit/test_group_commit.py.
 
 Every caller must be told what happened to its own job, whether it wrote alone, led a batch or
 rode along in one: stored, already stored, refused, or the exception of its batch's call.
@@ -17,7 +17,7 @@ from redis.cluster import RedisCluster
 
 import redisq
 import varmq
-from redisq.producer import Triple
+from redisq._adds import Triple
 from tests.adapters.conftest import Backend
 from tests.support.redis_server import RedisClusterNodes
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import redis
 from redis.crc import key_slot
 
-from redisq.keys import queue_keys
+from redisq._keys import queue_keys
 
 if TYPE_CHECKING:
     from tests.adapters.conftest import Backend

@@ -12,7 +12,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 import redisq
-from redisq.keys import queue_keys
+from redisq._keys import queue_keys
 from tests.adapters.conftest import Backend
 from tests.support.redis_server import RedisClusterNodes
 from varmq.contract import envelope

@@ -474,19 +474,22 @@ def _files(directory: Path) -> dict[str, bytes]:
 def test_stats_of_an_older_schema_names_both_versions_and_upgrades_nothing(
     tmp_path: Path,
 ) -> None:
-    from sqliteq import _sql  # the schema steps, to build a file as an older sqliteq left it
+    from sqliteq import (  # the schema steps, to build a file as an older sqliteq left it
+        _schema,
+        _sql,
+    )
 
-    older = _sql.SCHEMA_VERSION - 1
+    older = _schema.SCHEMA_VERSION - 1
     path = _foreign_file(
         tmp_path / "old.db",
-        *(statement for step in _sql.MIGRATIONS[:older] for statement in step),
-        _sql.SET_APPLICATION_ID.format(value=_sql.APPLICATION_ID),
+        *(statement for step in _schema.MIGRATIONS[:older] for statement in step),
+        _sql.SET_APPLICATION_ID.format(value=_schema.APPLICATION_ID),
         _sql.SET_USER_VERSION.format(value=older),
     )
     before = _files(tmp_path)
     done = run("stats", str(path))
     _assert_clean_failure(done, 2, str(older))
-    assert str(_sql.SCHEMA_VERSION) in done.stderr
+    assert str(_schema.SCHEMA_VERSION) in done.stderr
     assert _files(tmp_path) == before
 
 

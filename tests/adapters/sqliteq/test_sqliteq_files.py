@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
-from sqliteq import _sql
+from sqliteq import _schema, _sql
 
 APPLICATION_ID = 0x766D7173
 
@@ -82,7 +82,7 @@ def test_new_file_is_marked_as_ours_and_uses_wal(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
-        assert conn.execute("PRAGMA user_version").fetchone() == (_sql.SCHEMA_VERSION,) == (6,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (_schema.SCHEMA_VERSION,) == (6,)
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     finally:
         conn.close()
@@ -105,7 +105,7 @@ def make_version_1_file(path: Path) -> None:
     """A file as sqliteq wrote it before version 2: ready, leased and done jobs in two queues."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    for statement in sqliteq._sql.MIGRATIONS[0]:
+    for statement in sqliteq._schema.MIGRATIONS[0]:
         conn.execute(statement)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute("PRAGMA user_version = 1")
@@ -131,7 +131,9 @@ def test_a_version_1_file_is_migrated_and_counts_its_stored_jobs_towards_a_capac
         a.set_capacity(4)
         conn = sqlite3.connect(path)
         try:
-            assert conn.execute("PRAGMA user_version").fetchone() == (_sql.SCHEMA_VERSION,) == (6,)
+            assert (
+                conn.execute("PRAGMA user_version").fetchone() == (_schema.SCHEMA_VERSION,) == (6,)
+            )
             ready = dict(conn.execute("SELECT name, ready FROM queues").fetchall())
         finally:
             conn.close()
@@ -362,11 +364,11 @@ def make_file_as_written(path: Path) -> None:
     migration's statements as written, a ready job in queue ``a``."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    for statements in _sql.MIGRATIONS:
+    for statements in _schema.MIGRATIONS:
         for statement in statements:
             conn.execute(statement)
-    conn.execute(_sql.SET_APPLICATION_ID.format(value=_sql.APPLICATION_ID))
-    conn.execute(_sql.SET_USER_VERSION.format(value=_sql.SCHEMA_VERSION))
+    conn.execute(_sql.SET_APPLICATION_ID.format(value=_schema.APPLICATION_ID))
+    conn.execute(_sql.SET_USER_VERSION.format(value=_schema.SCHEMA_VERSION))
     conn.execute("INSERT INTO queues (name, kind) VALUES ('a', 'fifo')")
     conn.execute(
         "INSERT INTO jobs (queue, data, job_id, state, enqueued_at, available_at)"
@@ -389,11 +391,11 @@ def test_a_write_open_replaces_the_state_checks_by_their_equivalents_and_keeps_t
 ) -> None:
     path = tmp_path / "jobs.db"
     make_file_as_written(path)
-    for table, written, _ in _sql.CHECK_REWRITES:
+    for table, written, _ in _schema.CHECK_REWRITES:
         assert written in table_sql(path)[table]
     with sqliteq.new(path, read_only=True, create=False):
         pass  # a read-only open changes nothing
-    assert all(written in table_sql(path)[t] for t, written, _ in _sql.CHECK_REWRITES)
+    assert all(written in table_sql(path)[t] for t, written, _ in _schema.CHECK_REWRITES)
 
     # A connection opened before the rewrite (as a process of the previous release holds one)
     # goes on writing through its prepared statements once the schema changed under it.
@@ -419,12 +421,12 @@ def test_a_write_open_replaces_the_state_checks_by_their_equivalents_and_keeps_t
         assert record is not None and record["state"] == "succeeded"
 
     tables = table_sql(path)
-    for table, written, equivalent in _sql.CHECK_REWRITES:
+    for table, written, equivalent in _schema.CHECK_REWRITES:
         assert written not in tables[table] and equivalent in tables[table]
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert conn.execute("PRAGMA user_version").fetchone() == (_sql.SCHEMA_VERSION,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (_schema.SCHEMA_VERSION,)
         # The constraints still refuse what they refused.
         with pytest.raises(sqlite3.IntegrityError, match="CHECK constraint failed"):
             conn.execute(
@@ -455,7 +457,7 @@ def test_a_file_whose_checks_cannot_be_rewritten_opens_as_it_is_and_says_so(
         "UPDATE sqlite_master SET sql = :sql WHERE type = 'table' AND name = :name"
         " AND CASE WHEN :name = 'job_records' THEN abs(-9223372036854775807 - 1) ELSE 1 END"
     )
-    monkeypatch.setattr(_sql, "REWRITE_TABLE_SQL", refusing)
+    monkeypatch.setattr(_schema, "REWRITE_TABLE_SQL", refusing)
     caplog.set_level("INFO", logger="sqliteq")
     with sqliteq.new(path) as queues:
         q = queues.new_queue("a")

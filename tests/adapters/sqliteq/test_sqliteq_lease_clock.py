@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
-from sqliteq import _sql
+from sqliteq import _schema, _sql
 from sqliteq._clock import host_lease_clock
 from tests.adapters.sqliteq.conftest import undo_version_6
 
@@ -111,7 +111,7 @@ def test_a_version_3_file_keeps_the_time_its_wall_clock_leases_had_left(tmp_path
     (until,) = conn.execute("SELECT lease_until FROM jobs").fetchone()
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     conn.close()
-    assert version == _sql.SCHEMA_VERSION == 6
+    assert version == _schema.SCHEMA_VERSION == 6
     left = until - host_lease_clock()[1]()
     assert 290_000 < left <= 300_000  # renewed for the default 300 s lease, on the host clock
 

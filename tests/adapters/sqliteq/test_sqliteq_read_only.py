@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
-from sqliteq import _sql
+from sqliteq import _schema, _sql
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -71,12 +71,12 @@ def test_read_only_needs_create_false(tmp_path: Path) -> None:
 
 
 def _older_file(path: Path) -> Path:
-    older = _sql.SCHEMA_VERSION - 1
+    older = _schema.SCHEMA_VERSION - 1
     conn = sqlite3.connect(path)
-    for step in _sql.MIGRATIONS[:older]:
+    for step in _schema.MIGRATIONS[:older]:
         for statement in step:
             conn.execute(statement)
-    conn.execute(_sql.SET_APPLICATION_ID.format(value=_sql.APPLICATION_ID))
+    conn.execute(_sql.SET_APPLICATION_ID.format(value=_schema.APPLICATION_ID))
     conn.execute(_sql.SET_USER_VERSION.format(value=older))
     conn.commit()
     conn.close()
@@ -89,7 +89,7 @@ def test_a_read_only_open_names_an_older_schema_and_upgrades_nothing(tmp_path: P
     with pytest.raises(sqliteq.SchemaVersionError) as raised:
         sqliteq.open_url(str(path), read_only=True)
     text = str(raised.value)
-    assert f"version {_sql.SCHEMA_VERSION - 1}" in text and f"({_sql.SCHEMA_VERSION})" in text
+    assert f"version {_schema.SCHEMA_VERSION - 1}" in text and f"({_schema.SCHEMA_VERSION})" in text
     assert "older" in text
     assert _files(tmp_path) == before
     with sqliteq.new(path, create=False) as upgraded:  # read-write: upgraded in place
@@ -99,7 +99,7 @@ def test_a_read_only_open_names_an_older_schema_and_upgrades_nothing(tmp_path: P
 def test_a_read_only_open_names_a_newer_schema(tmp_path: Path) -> None:
     path = _filled(tmp_path / "jobs.db")
     conn = sqlite3.connect(path)
-    conn.execute(_sql.SET_USER_VERSION.format(value=_sql.SCHEMA_VERSION + 1))
+    conn.execute(_sql.SET_USER_VERSION.format(value=_schema.SCHEMA_VERSION + 1))
     conn.commit()
     conn.close()
     with pytest.raises(sqliteq.SchemaVersionError, match="newer"):

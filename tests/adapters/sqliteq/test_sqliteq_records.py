@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
-from sqliteq import _sql
+from sqliteq import _schema, _sql
 from tests.adapters.sqliteq.conftest import rows, undo_version_6
 from varmq.testing import FakeWallClock
 
@@ -35,7 +35,7 @@ def test_a_version_5_file_is_upgraded_to_version_6_and_keeps_its_jobs(db_path: P
     assert rows(db_path, "PRAGMA user_version") == [(5,)]
 
     with sqliteq.new(db_path) as store:
-        assert rows(db_path, "PRAGMA user_version") == [(_sql.SCHEMA_VERSION,)] == [(6,)]
+        assert rows(db_path, "PRAGMA user_version") == [(_schema.SCHEMA_VERSION,)] == [(6,)]
         q = store.new_priority_queue("work", keep_results=60)
         stats = q.stats()
         counts = (stats["waiting"], stats["in_flight"], stats["delayed"], stats["dead"])

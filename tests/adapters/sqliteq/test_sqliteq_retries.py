@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import sqliteq
-from sqliteq import _sql
+from sqliteq import _schema, _sql
 from tests.adapters.sqliteq.conftest import rows
 from varmq.contract.protocols import (
     IDistributedPriorityQueue,
@@ -391,13 +391,13 @@ def make_version_2_file(path: Path, *, capacity: bool) -> None:
     """A file as sqliteq version 2 wrote it: jobs ready, leased and done, maybe a capacity."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    for statements in _sql.MIGRATIONS[:2]:
+    for statements in _schema.MIGRATIONS[:2]:
         for statement in statements:
             conn.execute(statement)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     conn.execute("PRAGMA user_version = 2")
     if capacity:
-        for statement in _sql.INSTALL_CAPACITY:
+        for statement in _schema.INSTALL_CAPACITY:
             conn.execute(statement)
     conn.execute("INSERT INTO queues (name, kind) VALUES ('a', 'fifo'), ('b', 'priority')")
     jobs = [
@@ -424,7 +424,7 @@ def test_a_version_2_file_is_migrated_keeping_its_jobs_in_order(
     path = tmp_path / "jobs.db"
     make_version_2_file(path, capacity=capacity)
     with sqliteq.new(path, clock=clock) as queues:
-        assert rows(path, "PRAGMA user_version") == [(_sql.SCHEMA_VERSION,)] == [(6,)]
+        assert rows(path, "PRAGMA user_version") == [(_schema.SCHEMA_VERSION,)] == [(6,)]
         assert queues.list_queues() == [("a", "fifo"), ("b", "priority")]
         a, b = queues.open_queue("a"), queues.open_queue("b")
         assert a.values() == [b"a-1", b"a-2"]

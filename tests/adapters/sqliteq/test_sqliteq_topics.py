@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import sqliteq
-from sqliteq import _sql
+from sqliteq import _schema
 from tests.adapters.sqliteq.conftest import rows
 from varmq.contract import envelope
 
@@ -27,7 +27,7 @@ APPLICATION_ID = 0x766D7173
 def test_a_version_3_file_gains_the_bindings_table_and_keeps_its_jobs(db_path: Path) -> None:
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
-    for statements in _sql.MIGRATIONS[:3]:
+    for statements in _schema.MIGRATIONS[:3]:
         for statement in statements:
             conn.execute(statement)
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")

@@ -4,7 +4,7 @@ Every queue operation is one EVALSHA of the same script (redis-py's ``Script`` r
 NOSCRIPT, e.g. when Redis restarted). A call that fails (connection lost, timeout, cluster
 error, a refusal by Redis) raises :class:`~redisq.errors.RedisUnavailableError` naming the
 operation, the queue and the server, with the redis-py exception as its cause; the first
-failure of an outage is also logged once by :class:`~redisq.health.Health`. A runner whose
+failure of an outage is also logged once by :class:`~redisq._health.Health`. A runner whose
 ``Queues`` was closed reaches nothing and returns :data:`FAILED`, which each queue method turns
 into its "nothing" value.
 """
@@ -19,8 +19,8 @@ from typing import Any, Final, TypeAlias
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from redisq.errors import FAILURES
-from redisq.health import Health
+from ._health import Health
+from .errors import FAILURES
 
 Client: TypeAlias = "Redis | RedisCluster"
 

@@ -1,6 +1,6 @@
 """The async transport of producers' adds: ``redis.asyncio`` on the caller's event loop.
 
-Same protocol as the blocking adds (:mod:`redisq.producer`): the same ``add`` entry of
+Same protocol as the blocking adds (:mod:`redisq._adds`): the same ``add`` entry of
 ``queue.lua``, sent as the same packed ``EVALSHA``. Each event loop gets its own writer, with
 its own ``redis.asyncio`` connection (a connection belongs to one loop). Group commit, async
 flavour: the adds that arrive while a call is in flight are sent together by the next call, so
@@ -30,9 +30,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from redisq.errors import FAILURES
-from redisq.producer import MAX_BATCH, AddCommand, Triple, bulk
-from redisq.script import FAILED, SCRIPT_TEXT, ScriptRunner
+from ._adds import MAX_BATCH, AddCommand, Triple, bulk
+from ._script import FAILED, SCRIPT_TEXT, ScriptRunner
+from .errors import FAILURES
 
 __all__ = ["AsyncAdds", "async_connection_factory", "threads"]
 

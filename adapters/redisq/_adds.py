@@ -9,8 +9,8 @@ whole or not at all).
 
 The command is packed here, once per batch, from parts encoded once per queue object, and sent
 on a connection this queue object keeps (plain Redis): no per-call command parsing, pool
-checkout or reply callbacks. Cluster clients go through :class:`~redisq.script.ScriptRunner`.
-The async transport (:mod:`redisq.aio`) sends the same packed command.
+checkout or reply callbacks. Cluster clients go through :class:`~redisq._script.ScriptRunner`.
+The async transport (:mod:`redisq._aio`) sends the same packed command.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any, Final
 from redis import Redis
 from redis.exceptions import NoScriptError
 
-from redisq.errors import FAILURES
-from redisq.script import FAILED, SCRIPT_SHA, SCRIPT_TEXT, Failed, ScriptRunner
+from ._script import FAILED, SCRIPT_SHA, SCRIPT_TEXT, Failed, ScriptRunner
+from .errors import FAILURES
 
 __all__ = ["MAX_BATCH", "ROUNDS", "AddCommand", "Sender", "Triple", "bulk"]
 

@@ -4,14 +4,14 @@ An enqueue on a distributed queue publishes "enqueued" on the queue's channel fr
 same script that stores the job, so a message is sent only for a job really stored and never
 before it is visible; a plain add publishes only when a take found the line empty since the
 last announcement ("Wake-ups" in queue.lua), so busy consumers are not woken for every job.
-Every distributed queue of one ``Queues`` shares its one :class:`~redisq.pubsub.Listener`.
+Every distributed queue of one ``Queues`` shares its one :class:`~redisq._pubsub.Listener`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from redisq.queue import PriorityQueue, Queue, _StoredQueue
+from ._queue import PriorityQueue, Queue, _StoredQueue
 
 __all__ = ["DistributedPriorityQueue", "DistributedQueue"]
 

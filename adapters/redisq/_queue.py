@@ -8,7 +8,7 @@ fenced", "nothing to take", "nothing waits"); the first failure of an outage is 
 (``redisq`` logger). After ``Queues.close()`` nothing reaches Redis and the methods return those
 "nothing" values. Bad arguments raise ``TypeError``/``ValueError``, before anything reaches Redis,
 by the rules of :mod:`varmq.contract.rules`. The distributed variants live in
-:mod:`redisq.distributed`.
+:mod:`redisq._distributed`.
 """
 
 from __future__ import annotations
@@ -20,10 +20,6 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
-from redisq.aio import AsyncAdds, threads
-from redisq.keys import queue_keys
-from redisq.producer import MAX_BATCH, ROUNDS, AddCommand, Sender, Triple
-from redisq.script import FAILED, ScriptRunner
 from varmq.contract.batching import GroupCommit
 from varmq.contract.protocols import DeadLetterRecord, QueueStats, StoredJobRecord
 from varmq.contract.rules import (
@@ -36,8 +32,13 @@ from varmq.contract.rules import (
     error_text,
 )
 
+from ._adds import MAX_BATCH, ROUNDS, AddCommand, Sender, Triple
+from ._aio import AsyncAdds, threads
+from ._keys import queue_keys
+from ._script import FAILED, ScriptRunner
+
 if TYPE_CHECKING:
-    from redisq.pubsub import Listener
+    from ._pubsub import Listener
 
 __all__ = ["PriorityQueue", "Queue"]
 
@@ -90,7 +91,7 @@ class _StoredQueue:
         # subscribed through the listener, dropped on close.
         self._subscribers_lock = threading.Lock()
         self._listening: list[tuple[str, Callable[[str], None]]] = []
-        # Adds available now go through the group commit of this object (redisq.producer).
+        # Adds available now go through the group commit of this object (redisq._adds).
         self._add_command = AddCommand(self._keys.keys, self.KIND, self._channel, self._keep_ms)
         self._sender = Sender(runner, name, self._add_command)
         self._group: GroupCommit[Triple, int] = GroupCommit(
@@ -177,7 +178,7 @@ class _StoredQueue:
         return (_PRIORITIES.get(priority) or b"%d" % priority, job_id.encode(), payload)
 
     async def _store_async(self, item: Any, priority: int, job_id: str, wait_ms: int) -> bool:
-        """:meth:`_store` for a coroutine (redisq.aio); a delayed job through a thread."""
+        """:meth:`_store` for a coroutine (redisq._aio); a delayed job through a thread."""
         if wait_ms > 0:
             store = self._store
             loop = asyncio.get_running_loop()
@@ -601,7 +602,7 @@ class Queue(_StoredQueue):
 
     async def enqueue_async(self, item: Any) -> bool:
         """:meth:`enqueue` for a coroutine: ``redis.asyncio`` on its event loop, concurrent
-        adds of the loop sent together (:mod:`redisq.aio`)."""
+        adds of the loop sent together (:mod:`redisq._aio`)."""
         return await self._store_async(item, 0, "", 0)
 
     def enqueue_many(self, items: Iterable[Any]) -> int:

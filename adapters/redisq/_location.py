@@ -2,15 +2,16 @@
 
 :func:`redact` takes the secrets out of a URL (:func:`varmq.contract.urls.redact_url`, the one
 redaction of varmq and its adapters); ``Queues.location``, its ``repr``, every log line
-(:class:`~redisq.health.Health`) and every error use what it gives. No I/O here.
+(:class:`~redisq._health.Health`) and every error use what it gives. No I/O here.
 """
 
 from __future__ import annotations
 
 from redis.cluster import RedisCluster
 
-from redisq.script import Client
 from varmq.contract.urls import redact_url as redact
+
+from ._script import Client
 
 __all__ = ["describe", "redact"]
 

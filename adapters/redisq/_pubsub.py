@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from redisq.errors import FAILURES
-from redisq.health import Health
+from ._health import Health
+from .errors import FAILURES
 
 if TYPE_CHECKING:
     from redis.client import PubSub
 
-    from redisq.script import Client
+    from ._script import Client
 
 __all__ = ["Listener"]
 

@@ -16,7 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from redisq.errors import RedisUnavailableError
+from .errors import RedisUnavailableError
 
 __all__ = ["Health", "logger"]
 

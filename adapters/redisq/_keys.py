@@ -98,7 +98,7 @@ def queue_keys(name: str) -> QueueKeys:
     )
 
 
-# --- topics (redisq/topics.py and topics.lua) ------------------------------------------------
+# --- topics (redisq/_topics.py and topics.lua) ------------------------------------------------
 
 # The keys of every topic binding of this Redis, sharing the hash tag {topics}: one Redis
 # Cluster slot, so the topic commands of topics.lua touch one slot. KEYS[] order of topics.lua.

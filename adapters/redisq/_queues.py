@@ -17,16 +17,17 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 from redis.retry import Retry
 
-from redisq.distributed import DistributedPriorityQueue, DistributedQueue
-from redisq.errors import FAILURES, EvictionPolicyError, RedisUnavailableError
-from redisq.health import Health
-from redisq.keys import REGISTRY
-from redisq.location import describe, redact
-from redisq.pubsub import Listener
-from redisq.queue import PRIORITY, PriorityQueue, Queue, _StoredQueue
-from redisq.script import Client, ScriptRunner
-from redisq.topics import Topics
 from varmq.contract.rules import QueueOptions, check_name, queue_settings
+
+from ._distributed import DistributedPriorityQueue, DistributedQueue
+from ._health import Health
+from ._keys import REGISTRY
+from ._location import describe, redact
+from ._pubsub import Listener
+from ._queue import PRIORITY, PriorityQueue, Queue, _StoredQueue
+from ._script import Client, ScriptRunner
+from ._topics import Topics
+from .errors import FAILURES, EvictionPolicyError, RedisUnavailableError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -346,7 +347,7 @@ class Queues:
 
     def topics(self) -> Topics:
         """The topic bindings of this Redis, publishing into bound queues, and live
-        subscribers (see :mod:`redisq.topics`); every process using this Redis shares them."""
+        subscribers (see :mod:`redisq._topics`); every process using this Redis shares them."""
         topics = Topics(self._client, self.location, self._runner._clock)
         with self._lock:
             if self._closed:

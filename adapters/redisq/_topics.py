@@ -3,7 +3,7 @@ subscribers over Redis pub/sub.
 
 What a :class:`Topics` object offers is ``IStorageTopics`` and ``ILiveTopics`` of
 ``varmq.contract.protocols`` ("Topics"). The whole storage protocol is ``topics.lua`` (Redis
-Cluster: with ``queue.lua``'s enqueue); the keys are in ``keys.py``.
+Cluster: with ``queue.lua``'s enqueue); the keys are in ``_keys.py``.
 
 Bindings
     One SET of ``["<pattern>","<queue>"]`` members and a version counter bumped by every bind
@@ -53,9 +53,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redis.cluster import RedisCluster
 
-from redisq.errors import FAILURES, RedisUnavailableError
-from redisq.keys import REGISTRY, TOPIC_KEYS, queue_keys, topic_channel, topic_channel_glob
-from redisq.script import SCRIPT_TEXT, Client
 from varmq.contract import envelope
 from varmq.contract.rules import check_name as check_queue_name
 from varmq.contract.topic_names import (
@@ -66,6 +63,10 @@ from varmq.contract.topic_names import (
     copy_id,
     matches,
 )
+
+from ._keys import REGISTRY, TOPIC_KEYS, queue_keys, topic_channel, topic_channel_glob
+from ._script import SCRIPT_TEXT, Client
+from .errors import FAILURES, RedisUnavailableError
 
 if TYPE_CHECKING:
     from redis.client import PubSub
