@@ -240,7 +240,7 @@ def new_distributed_queue(
 ) -> DistributedQueue[Any]:
     """A producer-only handle on a distributed queue: no worker, no subscription."""
     require(q, IDistributedQueue, "new_distributed_queue")
-    return DistributedQueue(q, capacity, None, Producer(job_id_generator or no_id, payload_encoder))
+    return DistributedQueue(q, capacity, None, _producer(job_id_generator, payload_encoder))
 
 
 def new_distributed_priority_queue(
@@ -252,6 +252,11 @@ def new_distributed_priority_queue(
 ) -> DistributedPriorityQueue[Any]:
     """A producer-only handle on a distributed priority queue."""
     require(q, IDistributedPriorityQueue, "new_distributed_priority_queue")
-    return DistributedPriorityQueue(
-        q, capacity, None, Producer(job_id_generator or no_id, payload_encoder)
-    )
+    return DistributedPriorityQueue(q, capacity, None, _producer(job_id_generator, payload_encoder))
+
+
+def _producer(
+    job_id_generator: Callable[[], str] | None, payload_encoder: Callable[[Any], Any] | None
+) -> Producer:
+    """How a producer-only handle adds: no worker to tell."""
+    return Producer(job_id_generator or no_id, payload_encoder)

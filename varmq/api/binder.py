@@ -19,7 +19,7 @@ from ..model import validate
 from ..model.groups import EnqueuedGroupJob
 from ..model.jobs import EnqueuedJob
 from ..model.retry import Retry
-from ..sources.base import CancelRunning, Decode, Report
+from ..sources.base import CancelRunning, Decode, Report, SourceSettings
 from ..sources.memory import MemorySource
 from ..sources.storage import StorageSource
 from ..sources.topic import TopicSource
@@ -70,50 +70,55 @@ class Binder(Generic[H, G]):
         #: Every handle made, in bind order (what ``worker.schedule`` uses without ``queue=``).
         self.handles: list[Any] = []
 
-    def _options(
-        self, storage: Any, priority: int | None, capacity: int, name: str | None, prio: bool
-    ) -> dict[str, Any]:
+    def _settings(
+        self,
+        storage: Any,
+        priority: int | None,
+        capacity: int,
+        name: str | None,
+        prio: bool,
+        retry: Retry | None = None,
+    ) -> SourceSettings:
+        """The settings of a source of ``storage`` (its capacity set, where it takes one);
+        ``retry``: the queue's own policy, in place of the worker's."""
         if capacity and isinstance(storage, ICapacitySetter):
             storage.set_capacity(capacity)
         given = name or getattr(storage, "name", None)
         label = given if isinstance(given, str) and given else None
         count = len(self._dispatch.sources)
-        return {
-            "label": label or f"{type(storage).__name__}#{count + 1}",
-            "rank": _LAST_RANK if priority is None else priority,
-            "index": count,
-            "prioritised": prio,
-            "report": self._report,
-            "retry": self._retry,
-            "decode": self._decode,
-            "poll": self._dispatch.poll_interval,
-            "cancel_running": self._cancel_running,
-        }
+        return SourceSettings(
+            label=label or f"{type(storage).__name__}#{count + 1}",
+            rank=_LAST_RANK if priority is None else priority,
+            index=count,
+            prioritised=prio,
+            report=self._report,
+            retry=self._retry if retry is None else retry,
+            decode=self._decode,
+            poll=self._dispatch.poll_interval,
+            on_delayed=self._wake_timer,
+            cancel_running=self._cancel_running,
+        )
 
     def memory(
         self,
         storage: Any,
-        *,
         priority: int | None,
         capacity: int,
         name: str | None,
         prio: bool,
         retry: Retry | None,
-        keep_results: float = 0.0,
+        keep_results: float,
     ) -> MemorySource:
-        """Bind in-memory storage: its source, added to the dispatcher."""
+        """Bind in-memory storage (``prio``: a priority queue): its source, added to the
+        dispatcher; ``retry`` is the queue's own policy, ``keep_results`` its records' time."""
         keep = validate.seconds("keep_results", keep_results)
-        options = self._options(storage, priority, capacity, name, prio)
-        if retry is not None:
-            if not isinstance(retry, Retry):
-                raise TypeError(f"retry must be a varmq.Retry or None, got {type(retry).__name__}")
-            options["retry"] = retry  # the queue's own policy, in place of the worker's
+        if retry is not None and not isinstance(retry, Retry):
+            raise TypeError(f"retry must be a varmq.Retry or None, got {type(retry).__name__}")
         source = MemorySource(
             storage,
-            on_delayed=self._wake_timer,
+            self._settings(storage, priority, capacity, name, prio, retry),
             poison_limit=self._poison_limit,
             keep_results=keep,
-            **options,
         )
         self._dispatch.add_source(source)
         if source.needs_timer():
@@ -168,12 +173,11 @@ class Binder(Generic[H, G]):
         dispatch = self._dispatch
         source = TopicSource(
             sub,
-            on_delayed=self._wake_timer,
+            self._settings(sub, priority, 0, sub.name, False),
             signal=dispatch.signal,
             count_dropped=dispatch.count_dropped,
             next_id=self.producer.next_id,
             poison_limit=self._poison_limit,
-            **self._options(sub, priority, 0, sub.name, False),
         )
         dispatch.add_source(source)
         sub.sink = source.copied
@@ -198,13 +202,12 @@ class Binder(Generic[H, G]):
         dispatch = self._dispatch
         source = StorageSource(
             storage,
+            self._settings(storage, priority, capacity, None, prio),
             poison_limit=self._poison_limit,
-            wake_timer=self._wake_timer,
             on_settled=dispatch.acks_settled,
             signal=dispatch.signal,
             thread_name=self._thread_name,
             keep_values=self._outcomes == "results",
-            **self._options(storage, priority, capacity, None, prio),
         )
         if distributed:
             storage.subscribe(source.heard)

@@ -113,16 +113,8 @@ class MemoryBinding(Generic[T, H, G]):
         the worker's). A loaded queue's delayed jobs and dead letters come along.
         """
         require(q, IQueue, "with_queue")
+        source = self._binder.memory(q, priority, capacity, name, False, retry, keep_results)
         binder = self._binder
-        source = binder.memory(
-            q,
-            priority=priority,
-            capacity=capacity,
-            name=name,
-            prio=False,
-            retry=retry,
-            keep_results=keep_results,
-        )
         return binder.made(Queue(q, capacity, source, binder.producer, binder.jobs, self))
 
     def with_priority_queue(
@@ -137,16 +129,8 @@ class MemoryBinding(Generic[T, H, G]):
     ) -> PriorityQueue[T, H, G, Self]:
         """Bind the caller's priority storage; ``retry`` as for :meth:`with_queue`."""
         require(q, IPriorityQueue, "with_priority_queue")
+        source = self._binder.memory(q, priority, capacity, name, True, retry, keep_results)
         binder = self._binder
-        source = binder.memory(
-            q,
-            priority=priority,
-            capacity=capacity,
-            name=name,
-            prio=True,
-            retry=retry,
-            keep_results=keep_results,
-        )
         return binder.made(PriorityQueue(q, capacity, source, binder.producer, binder.jobs, self))
 
     def bind_topic(

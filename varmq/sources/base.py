@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
@@ -30,7 +31,7 @@ from ..model.jobs import FailedJob, Job
 from ..model.retry import Outcome, Retry
 from .taken import TakenJobs
 
-__all__ = ["CancelRunning", "Decode", "Report", "Source", "Step"]
+__all__ = ["CancelRunning", "Decode", "Report", "Source", "SourceSettings", "Step"]
 
 log = logging.getLogger("varmq.worker")
 
@@ -63,6 +64,30 @@ class Step(Enum):
 _FIRST_BACKOFF = 0.01
 
 
+@dataclass(frozen=True)
+class SourceSettings:
+    """What every kind of source is made with, by the bind (:class:`varmq.api.binder.Binder`).
+
+    ``label`` names the queue in errors and stats; ``rank`` and ``index`` order it among the
+    worker's queues (bind ``priority=``, then bind order); ``prioritised``: a priority queue;
+    ``report`` tells the worker of an error; ``retry`` is the retry policy, ``decode`` the
+    payload decoder; ``poll`` the poll interval; ``on_delayed`` wakes the worker's timer for
+    something held back; ``cancel_running`` stops a running job of the source (as its timeout
+    would), where jobs can be cancelled by id.
+    """
+
+    label: str
+    rank: int
+    index: int
+    prioritised: bool
+    report: Report
+    retry: Retry | None
+    decode: Decode | None
+    poll: float
+    on_delayed: Callable[[], None]
+    cancel_running: CancelRunning | None = None
+
+
 class Source:
     """One bound queue: its storage, name, bind rank, and counts kept by the dispatcher.
 
@@ -86,32 +111,18 @@ class Source:
         """``job_id`` was just cancelled through this process; a source that holds it running
         stops it now instead of at its next look at storage. Nothing to do by default."""
 
-    def __init__(
-        self,
-        storage: Any,
-        *,
-        label: str,
-        rank: int,
-        index: int,
-        prioritised: bool,
-        report: Report,
-        retry: Retry | None,
-        decode: Decode | None,
-        poll: float,
-        on_delayed: Callable[[], None],
-        cancel_running: CancelRunning | None = None,
-    ) -> None:
+    def __init__(self, storage: Any, settings: SourceSettings) -> None:
         self.storage = storage
-        self.label = label
-        self.rank = rank
-        self.index = index
-        self.prioritised = prioritised
-        self.retry = retry
-        self.decode = decode
-        self._report = report
-        self._on_delayed = on_delayed
-        self._cancel_running = cancel_running
-        self._poll = poll
+        self.label = settings.label
+        self.rank = settings.rank
+        self.index = settings.index
+        self.prioritised = settings.prioritised
+        self.retry = settings.retry
+        self.decode = settings.decode
+        self._report = settings.report
+        self._on_delayed = settings.on_delayed
+        self._cancel_running = settings.cancel_running
+        self._poll = settings.poll
         self.running = 0
         self.buffered = 0
         # Start times (monotonic) of this source's running jobs, by id of the job: kept only

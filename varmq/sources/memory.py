@@ -19,7 +19,7 @@ from ..contract.protocols import QueueStats
 from ..model.errors import FailedToCastJobError, ParseJobError
 from ..model.jobs import Job, as_handle, cancel_waiting
 from ..model.retry import Outcome, after_failure
-from .base import Source, Step
+from .base import Source, SourceSettings, Step
 from .memory_queues import DeadLetters, DelayedJobs, MemoryPriorityQueue, MemoryQueue
 from .memory_records import JobBook
 from .taken import GIL, TakenJobs
@@ -47,9 +47,14 @@ class MemorySource(Source):
     taken: TakenJobs
 
     def __init__(
-        self, storage: Any, *, poison_limit: int = 5, keep_results: float = 0.0, **options: Any
+        self,
+        storage: Any,
+        settings: SourceSettings,
+        *,
+        poison_limit: int = 5,
+        keep_results: float = 0.0,
     ) -> None:
-        super().__init__(storage, **options)
+        super().__init__(storage, settings)
         #: The worker's poison limit (unused by in-memory jobs, which always decode; saved by
         #: snapshots with the retry policy).
         self.poison_limit = poison_limit

@@ -57,7 +57,7 @@ from ..model.errors import (
 from ..model.jobs import Job
 from ..model.records import encode_error, encode_result
 from ..model.retry import Outcome, after_failure, failure_text
-from .base import Source, Step
+from .base import Source, SourceSettings, Step
 from .leases import Leases, StorageJob
 
 __all__ = ["StorageSource"]
@@ -74,16 +74,18 @@ class StorageSource(Source):
     def __init__(
         self,
         storage: Any,
+        settings: SourceSettings,
         *,
         poison_limit: int,
-        wake_timer: Callable[[], None],
         on_settled: Callable[[], None],
         signal: Callable[[int, Source], None],
         thread_name: str,
         keep_values: bool = False,
-        **options: Any,
     ) -> None:
-        super().__init__(storage, on_delayed=wake_timer, **options)
+        """``on_settled`` is told when held acknowledgements were sent; ``signal(n, source)``
+        tells the worker a job was added; ``keep_values``: a result worker's, whose values
+        go with the acknowledgements (on a queue with job records)."""
+        super().__init__(storage, settings)
         self.storage_label = type(storage).__module__.split(".")[0]
         self._signal = signal
         self._poison_limit = poison_limit

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from ..contract.protocols import QueueStats
 from ..model.jobs import Job, TopicJob
 from ..topics.subscription import Subscriber
+from .base import SourceSettings
 from .memory import MemorySource
 
 __all__ = ["TopicSource"]
@@ -41,15 +42,16 @@ class TopicSource(MemorySource):
     def __init__(
         self,
         storage: Subscriber,
+        settings: SourceSettings,
         *,
         signal: Callable[[int], None],
         count_dropped: Callable[[int], None],
         next_id: Callable[[], str],
-        **options: Any,
+        poison_limit: int,
     ) -> None:
         """``signal(n)`` tells the worker that ``n`` jobs came (0: look again);
         ``count_dropped(n)`` counts messages the buffer dropped (``metrics.dropped``)."""
-        super().__init__(storage, **options)
+        super().__init__(storage, settings, poison_limit=poison_limit)
         self.sub = storage
         self.signal = signal
         self._count_dropped = count_dropped

@@ -11,7 +11,7 @@ subclasses :class:`SuiteBase` and imports the helpers from here. Needs pytest.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import pytest
@@ -103,6 +103,13 @@ class SuiteBase:
         """Return a fresh harness for one test."""
         raise NotImplementedError(f"{type(self).__name__} must implement make_harness()")
 
+    @pytest.fixture(params=ALL_KINDS, ids=str)
+    def kind(self, request: pytest.FixtureRequest) -> QueueKind:
+        """The kind of queue a test runs on: each of the four, unless the test narrows them
+        (:func:`kinds`)."""
+        kind: QueueKind = request.param
+        return kind
+
     @pytest.fixture
     def harness(self) -> Iterator[StorageHarness]:
         """One harness per test, closed afterwards."""
@@ -118,12 +125,16 @@ class SuiteBase:
         kind: QueueKind,
         name: str | None = None,
         lease: float = LONG_LEASE,
+        *,
+        needs: Sequence[type] = (),
         **options: Any,
     ) -> Any:
-        """Open a queue of ``kind``; a fresh unique name unless ``name`` is given.
+        """Open a queue of ``kind``; a fresh unique name unless ``name`` is given. Skip the
+        test unless the storage claims each protocol of ``needs`` (see :meth:`require`).
 
         ``options`` are further queue options (``dead_letter_limit``, ...).
         """
+        self.require(*needs)
         return harness.new_queue(
             fresh_name() if name is None else name,
             priority=kind.priority,
@@ -147,7 +158,7 @@ class SuiteBase:
 
 
 def kinds(of: tuple[QueueKind, ...]) -> pytest.MarkDecorator:
-    """Run the decorated test once per kind in ``of``."""
+    """Run the decorated test once per kind in ``of`` (without it: each of the four)."""
     return pytest.mark.parametrize("kind", of, ids=str)
 
 

@@ -74,7 +74,6 @@ from varmq.contract.protocols import (
 )
 from varmq.testing._suite import (
     ALL_EXTENSIONS,
-    ALL_KINDS,
     ASYNC_EXTENSIONS,
     DEFAULT_EXTENSIONS,
     DISTRIBUTED_KINDS,
@@ -121,7 +120,6 @@ class BaseConformance(SuiteBase):
 
     # -- the protocols of each kind -------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_queue_implements_the_protocols_of_its_kind(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -173,7 +171,6 @@ class BaseConformance(SuiteBase):
         expected = [f"{p}-{i}".encode() for p in range(3) for i in range(30) if i % 3 == p]
         assert drain(q) == expected
 
-    @kinds(ALL_KINDS)
     def test_taken_job_is_the_bytes_stored_with_a_str_ack_id(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -189,7 +186,6 @@ class BaseConformance(SuiteBase):
             assert isinstance(taken[1], str) and taken[1]
             assert q.acknowledge(taken[1])
 
-    @kinds(ALL_KINDS)
     def test_identical_payloads_are_distinct_jobs(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -205,7 +201,6 @@ class BaseConformance(SuiteBase):
 
     # -- taking and acknowledging ----------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_take_from_an_empty_queue_returns_none(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -213,7 +208,6 @@ class BaseConformance(SuiteBase):
         assert q.dequeue_with_ack_id() is None
         assert q.dequeue() is None
 
-    @kinds(ALL_KINDS)
     def test_dequeue_without_a_lease_removes_the_job(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -224,7 +218,6 @@ class BaseConformance(SuiteBase):
         assert q.dequeue() == b"b"
         assert q.dequeue() is None
 
-    @kinds(ALL_KINDS)
     def test_acknowledged_job_is_not_taken_again(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -236,12 +229,10 @@ class BaseConformance(SuiteBase):
         assert len(q) == 0
         assert q.dequeue_with_ack_id() is None
 
-    @kinds(ALL_KINDS)
     def test_acknowledged_job_does_not_come_back_when_its_lease_would_have_expired(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert put(q, kind, b"a")
         taken = q.dequeue_with_ack_id()
         assert taken is not None and q.acknowledge(taken[1])
@@ -249,7 +240,6 @@ class BaseConformance(SuiteBase):
         assert len(q) == 0
         assert q.dequeue_with_ack_id() is None
 
-    @kinds(ALL_KINDS)
     def test_acknowledge_of_an_unknown_ack_id_returns_false(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -259,7 +249,6 @@ class BaseConformance(SuiteBase):
         assert q.acknowledge("") is False
         assert len(q) == 1
 
-    @kinds(ALL_KINDS)
     def test_second_acknowledge_of_one_ack_id_returns_false(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -270,7 +259,6 @@ class BaseConformance(SuiteBase):
         assert q.acknowledge(taken[1]) is True
         assert q.acknowledge(taken[1]) is False
 
-    @kinds(ALL_KINDS)
     def test_len_and_values_leave_out_jobs_in_flight(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -285,7 +273,6 @@ class BaseConformance(SuiteBase):
         assert q.acknowledge(taken[1])
         assert len(q) == 2
 
-    @kinds(ALL_KINDS)
     def test_values_lists_waiting_jobs_in_take_order_without_taking_them(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -298,7 +285,6 @@ class BaseConformance(SuiteBase):
         assert len(q) == 4
         assert drain(q) == expected
 
-    @kinds(ALL_KINDS)
     def test_purge_removes_every_waiting_job(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -314,13 +300,11 @@ class BaseConformance(SuiteBase):
 
     # -- closing -----------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_closed_queue_refuses_enqueue(self, harness: StorageHarness, kind: QueueKind) -> None:
         q = self.open(harness, kind)
         q.close()
         assert put(q, kind, b"late") is False
 
-    @kinds(ALL_KINDS)
     def test_closed_queue_hands_out_no_jobs(self, harness: StorageHarness, kind: QueueKind) -> None:
         q = self.open(harness, kind)
         assert put(q, kind, b"a")
@@ -330,7 +314,6 @@ class BaseConformance(SuiteBase):
         if IBatchAcknowledgeable in self.extensions:
             assert q.dequeue_batch_with_ack_ids(5) == []
 
-    @kinds(ALL_KINDS)
     def test_closed_queue_still_accepts_acks_of_jobs_taken_before(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -343,7 +326,6 @@ class BaseConformance(SuiteBase):
 
     # -- several queue objects -------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_two_queue_objects_on_one_name_share_jobs(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -355,7 +337,6 @@ class BaseConformance(SuiteBase):
         assert take(first) == b"b"
         assert take(first) is None and take(second) is None
 
-    @kinds(ALL_KINDS)
     def test_queues_with_different_names_are_independent(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -365,7 +346,6 @@ class BaseConformance(SuiteBase):
         assert take(other) is None
         assert take(one) == b"a"
 
-    @kinds(ALL_KINDS)
     def test_concurrent_takes_through_several_objects_deliver_each_job_once(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -396,20 +376,16 @@ class BaseConformance(SuiteBase):
 
     # -- leases ----------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_lease_seconds_is_the_visibility_timeout(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert q.lease_seconds == pytest.approx(LEASE)
 
-    @kinds(ALL_KINDS)
     def test_expired_lease_makes_the_job_available_again_with_a_new_ack_id(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert put(q, kind, b"a")
         first = q.dequeue_with_ack_id()
         assert first is not None
@@ -425,8 +401,7 @@ class BaseConformance(SuiteBase):
     def test_expired_job_returns_to_its_place_in_line(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert q.enqueue(b"a") and q.enqueue(b"b")
         assert take(q) == b"a"
         assert q.enqueue(b"c")
@@ -437,20 +412,17 @@ class BaseConformance(SuiteBase):
     def test_expired_job_returns_with_its_priority_and_place(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert q.enqueue(b"a", 2) and q.enqueue(b"b", 2)
         assert take(q) == b"a"
         assert q.enqueue(b"c", 2) and q.enqueue(b"late", 3) and q.enqueue(b"urgent", 1)
         harness.advance(LEASE * 1.2)
         assert drain(q) == [b"urgent", b"a", b"b", b"c", b"late"]
 
-    @kinds(ALL_KINDS)
     def test_redelivery_after_an_expired_lease_counts_as_attempt_two(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable, ICountedDelivery)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseExtendable, ICountedDelivery))
         assert put(q, kind, b"a")
         [(item, _, attempt)] = q.dequeue_batch_with_attempts(1)
         assert (item, attempt) == (b"a", 1)
@@ -459,12 +431,10 @@ class BaseConformance(SuiteBase):
         assert (item, attempt) == (b"a", 2)
         assert q.acknowledge(ack_id)
 
-    @kinds(ALL_KINDS)
     def test_stale_ack_id_is_refused_once_the_job_was_taken_again(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert put(q, kind, b"a")
         stale = q.dequeue_with_ack_id()
         assert stale is not None
@@ -476,12 +446,10 @@ class BaseConformance(SuiteBase):
         assert q.extend_lease(fresh[1]) is True
         assert q.acknowledge(fresh[1]) is True
 
-    @kinds(ALL_KINDS)
     def test_expired_ack_id_is_refused_and_the_job_is_kept(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert put(q, kind, b"a")
         expired = q.dequeue_with_ack_id()
         assert expired is not None
@@ -490,12 +458,10 @@ class BaseConformance(SuiteBase):
         assert q.acknowledge(expired[1]) is False
         assert take(q) == b"a"
 
-    @kinds(ALL_KINDS)
     def test_extend_lease_keeps_a_job_leased_past_its_first_deadline(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert put(q, kind, b"a")
         taken = q.dequeue_with_ack_id()
         assert taken is not None
@@ -505,12 +471,10 @@ class BaseConformance(SuiteBase):
         assert q.dequeue_with_ack_id() is None
         assert q.acknowledge(taken[1]) is True
 
-    @kinds(ALL_KINDS)
     def test_extend_lease_of_an_unknown_or_acknowledged_ack_id_returns_false(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(ILeaseExtendable,))
         assert q.extend_lease("no-such-ack-id") is False
         assert put(q, kind, b"a")
         taken = q.dequeue_with_ack_id()
@@ -519,12 +483,10 @@ class BaseConformance(SuiteBase):
 
     # -- batch takes -------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_batch_take_returns_at_most_n_jobs_in_order_with_distinct_ack_ids(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IBatchAcknowledgeable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IBatchAcknowledgeable,))
         items = [f"job-{i}".encode() for i in range(5)]
         for item in items:
             assert put(q, kind, item)
@@ -534,30 +496,24 @@ class BaseConformance(SuiteBase):
         assert len(q) == 2
         assert all(q.acknowledge(ack_id) for _, ack_id in batch)
 
-    @kinds(ALL_KINDS)
     def test_batch_take_returns_fewer_jobs_when_fewer_are_ready(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IBatchAcknowledgeable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IBatchAcknowledgeable,))
         assert put(q, kind, b"a") and put(q, kind, b"b")
         assert [item for item, _ in q.dequeue_batch_with_ack_ids(10)] == [b"a", b"b"]
         assert q.dequeue_batch_with_ack_ids(10) == []
 
-    @kinds(ALL_KINDS)
     def test_batch_take_from_an_empty_queue_returns_an_empty_list(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IBatchAcknowledgeable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IBatchAcknowledgeable,))
         assert q.dequeue_batch_with_ack_ids(4) == []
 
-    @kinds(ALL_KINDS)
     def test_batch_take_with_attempts_counts_a_first_delivery_as_one(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ICountedDelivery)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(ICountedDelivery,))
         for item in (b"a", b"b", b"c"):
             assert put(q, kind, item)
         batch = q.dequeue_batch_with_attempts(2)
@@ -568,12 +524,10 @@ class BaseConformance(SuiteBase):
 
     # -- acknowledge_many --------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_acknowledge_many_returns_one_result_per_ack_id_in_order(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IMultiAcknowledgeable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IMultiAcknowledgeable,))
         for item in (b"a", b"b", b"c"):
             assert put(q, kind, item)
         a, b = q.dequeue_with_ack_id(), q.dequeue_with_ack_id()
@@ -583,14 +537,12 @@ class BaseConformance(SuiteBase):
         assert q.acknowledge_many([]) == []
         assert q.values() == [b"c"]
 
-    @kinds(ALL_KINDS)
     def test_acknowledge_many_answers_each_id_of_a_large_batch(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
         # More ids than a storage may settle in one statement, in another order than taken,
         # with unknown and repeated ids among them.
-        self.require(IMultiAcknowledgeable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IMultiAcknowledgeable,))
         count = 70
         for i in range(count):
             assert put(q, kind, str(i).encode())
@@ -616,23 +568,19 @@ class BaseConformance(SuiteBase):
 
     # -- dedup -------------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_dedup_stores_a_repeated_job_id_once_while_it_waits(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDedupQueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue,))
         priority = 0 if kind.priority else None
         assert q.enqueue_dedup(b"first", "job-1", priority) is True
         assert q.enqueue_dedup(b"second", "job-1", priority) is True
         assert q.values() == [b"first"]
 
-    @kinds(ALL_KINDS)
     def test_dedup_stores_a_repeated_job_id_once_while_it_is_in_flight(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDedupQueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue,))
         priority = 0 if kind.priority else None
         assert q.enqueue_dedup(b"first", "job-1", priority)
         taken = q.dequeue_with_ack_id()
@@ -641,12 +589,10 @@ class BaseConformance(SuiteBase):
         assert len(q) == 0
         assert q.acknowledge(taken[1])
 
-    @kinds(ALL_KINDS)
     def test_dedup_stores_a_job_id_again_once_the_first_was_acknowledged(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDedupQueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue,))
         priority = 0 if kind.priority else None
         assert q.enqueue_dedup(b"first", "job-1", priority)
         taken = q.dequeue_with_ack_id()
@@ -654,12 +600,10 @@ class BaseConformance(SuiteBase):
         assert q.enqueue_dedup(b"again", "job-1", priority) is True
         assert q.values() == [b"again"]
 
-    @kinds(ALL_KINDS)
     def test_dedup_keeps_jobs_with_different_ids_apart(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDedupQueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue,))
         priority = 0 if kind.priority else None
         assert q.enqueue_dedup(b"same", "job-1", priority)
         assert q.enqueue_dedup(b"same", "job-2", priority)
@@ -667,20 +611,17 @@ class BaseConformance(SuiteBase):
 
     @kinds(PRIORITY_KINDS)
     def test_dedup_honours_the_priority(self, harness: StorageHarness, kind: QueueKind) -> None:
-        self.require(IDedupQueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue,))
         assert q.enqueue_dedup(b"later", "job-1", 5)
         assert q.enqueue_dedup(b"sooner", "job-2", -5)
         assert q.values() == [b"sooner", b"later"]
 
     # -- capacity ----------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_set_capacity_refuses_enqueues_once_that_many_jobs_wait(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ICapacitySetter)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(ICapacitySetter,))
         q.set_capacity(2)
         assert put(q, kind, b"a") and put(q, kind, b"b")
         assert put(q, kind, b"c") is False

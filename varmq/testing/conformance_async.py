@@ -18,11 +18,9 @@ import pytest
 
 from varmq.contract.protocols import IAsyncEnqueue, ICapacitySetter, IDedupQueue, IDelayedEnqueue
 from varmq.testing._suite import (
-    ALL_KINDS,
     DELAY,
     SuiteBase,
     drain,
-    kinds,
     priority_arg,
     put_async,
 )
@@ -42,23 +40,19 @@ async def _burst(*calls: Any) -> list[Any]:
 class AsyncConformance(SuiteBase):
     """``enqueue_async`` and its dedup and delayed forms."""
 
-    @kinds(ALL_KINDS)
     def test_concurrent_async_adds_are_each_stored_and_told_so(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IAsyncEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IAsyncEnqueue,))
         items = [f"job-{n}".encode() for n in range(BURST)]
         answers = asyncio.run(_burst(*(put_async(q, kind, item) for item in items)))
         assert answers == [True] * BURST
         assert sorted(drain(q)) == sorted(items)
 
-    @kinds(ALL_KINDS)
     def test_async_adds_awaited_in_turn_keep_their_order(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IAsyncEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IAsyncEnqueue,))
 
         async def in_turn() -> None:
             for item in (b"a", b"b", b"c"):
@@ -67,12 +61,10 @@ class AsyncConformance(SuiteBase):
         asyncio.run(in_turn())
         assert drain(q) == [b"a", b"b", b"c"]
 
-    @kinds(ALL_KINDS)
     def test_concurrent_async_adds_of_one_job_id_store_it_once(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IAsyncEnqueue, IDedupQueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IAsyncEnqueue, IDedupQueue))
         prio = priority_arg(kind)
         calls = [q.enqueue_dedup_async(f"copy-{n}".encode(), "same", prio) for n in range(10)]
         calls += [q.enqueue_dedup_async(b"other", "other", prio)]
@@ -81,39 +73,32 @@ class AsyncConformance(SuiteBase):
         taken = drain(q)
         assert len(taken) == 2 and b"other" in taken
 
-    @kinds(ALL_KINDS)
     def test_concurrent_async_adds_never_exceed_the_capacity(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IAsyncEnqueue, ICapacitySetter)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IAsyncEnqueue, ICapacitySetter))
         q.set_capacity(3)
         answers = asyncio.run(_burst(*(put_async(q, kind, b"x") for _ in range(8))))
         assert sorted(answers) == [False] * 5 + [True] * 3
         assert len(q) == 3
 
-    @kinds(ALL_KINDS)
     def test_an_async_delayed_add_waits_its_delay(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IAsyncEnqueue, IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IAsyncEnqueue, IDelayedEnqueue))
         call = q.enqueue_delayed_async(b"later", DELAY, None, priority_arg(kind))
         assert asyncio.run(_burst(call)) == [True]
         assert len(q) == 0
         harness.advance(DELAY + 0.1)
         assert drain(q) == [b"later"]
 
-    @kinds(ALL_KINDS)
     def test_an_async_add_to_a_closed_queue_is_refused(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IAsyncEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IAsyncEnqueue,))
         q.close()
         assert asyncio.run(_burst(put_async(q, kind, b"x"))) == [False]
 
-    @kinds(ALL_KINDS)
     def test_async_adds_while_the_storage_cannot_answer_raise_and_store_nothing(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:

@@ -35,7 +35,6 @@ from varmq.contract.protocols import (
     IQueueStats,
 )
 from varmq.testing._suite import (
-    ALL_KINDS,
     FIFO_KINDS,
     PRIORITY_KINDS,
     SuiteBase,
@@ -78,7 +77,6 @@ class CheckConformance(SuiteBase):
 
     # -- queue names -------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     @pytest.mark.parametrize("name", [5, None, b"emails", ["emails"]], ids=repr)
     def test_a_queue_name_that_is_not_a_str_raises_type_error(
         self, harness: StorageHarness, kind: QueueKind, name: Any
@@ -86,7 +84,6 @@ class CheckConformance(SuiteBase):
         with pytest.raises(TypeError, match=_says("queue name", repr(name))):
             harness.new_queue(name, priority=kind.priority, distributed=kind.distributed)
 
-    @kinds(ALL_KINDS)
     @pytest.mark.parametrize(
         "name",
         ["", "x" * (MAX_QUEUE_NAME_BYTES + 1), "é" * (MAX_QUEUE_NAME_BYTES // 2 + 1), "a\ud800"],
@@ -98,7 +95,6 @@ class CheckConformance(SuiteBase):
         with pytest.raises(ValueError, match="queue name"):
             self.open(harness, kind, name)
 
-    @kinds(ALL_KINDS)
     def test_a_queue_name_of_the_longest_length_is_accepted(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -127,7 +123,6 @@ class CheckConformance(SuiteBase):
         location = self.store(harness).location
         assert isinstance(location, str) and location
 
-    @kinds(ALL_KINDS)
     def test_list_queues_names_each_queue_with_its_kind(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -137,7 +132,6 @@ class CheckConformance(SuiteBase):
         expected = "priority" if kind.priority else "fifo"
         assert (name, expected) in self.store(harness).list_queues()
 
-    @kinds(ALL_KINDS)
     def test_open_queue_opens_an_existing_queue_as_its_own_kind(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -151,7 +145,6 @@ class CheckConformance(SuiteBase):
         assert opened.acknowledge(taken[1])
         assert put(opened, kind, b"b", 1)  # the shape of enqueue is that of the kind
 
-    @kinds(ALL_KINDS)
     def test_opening_a_name_as_the_other_kind_raises_value_error_naming_it(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -163,14 +156,12 @@ class CheckConformance(SuiteBase):
 
     # -- queue options -----------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_an_unknown_option_raises_type_error_naming_it(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
         with pytest.raises(TypeError, match="no_such_option"):
             self.open(harness, kind, no_such_option=1)
 
-    @kinds(ALL_KINDS)
     def test_visibility_timeout_must_be_seconds_above_zero_up_to_seven_days(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -183,7 +174,6 @@ class CheckConformance(SuiteBase):
         for good in (0.001, 1, MAX_VISIBILITY_TIMEOUT):
             assert self.open(harness, kind, lease=good).lease_seconds == pytest.approx(good)
 
-    @kinds(ALL_KINDS)
     def test_dead_letter_limit_must_be_an_int_of_at_least_one(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -197,7 +187,6 @@ class CheckConformance(SuiteBase):
         self.open(harness, kind, dead_letter_limit=1)
         self.open(harness, kind, dead_letter_limit=MAX_COUNT)
 
-    @kinds(ALL_KINDS)
     def test_dead_letter_max_age_must_be_seconds_above_zero_up_to_a_century(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -212,7 +201,6 @@ class CheckConformance(SuiteBase):
         kill(q, kind, b"a")  # pruning with the longest age works too
         assert [letter["item"] for letter in q.dead_letters()] == [b"a"]
 
-    @kinds(ALL_KINDS)
     def test_an_option_error_names_the_store_the_queue_the_option_and_the_value(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -228,7 +216,6 @@ class CheckConformance(SuiteBase):
 
     # -- items, priorities, job ids and ack ids ----------------------------------------------------
 
-    @kinds(ALL_KINDS)
     @pytest.mark.parametrize(
         "item",
         [12345, 1.5, {"id": "x"}, ["x"], None, object()],
@@ -238,8 +225,7 @@ class CheckConformance(SuiteBase):
     def test_an_item_that_is_not_bytes_or_str_raises_type_error(
         self, harness: StorageHarness, kind: QueueKind, item: Any
     ) -> None:
-        self.require(IDedupQueue, IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue, IDelayedEnqueue))
         with pytest.raises(TypeError, match="item"):
             put(q, kind, item)
         with pytest.raises(TypeError, match="item"):
@@ -248,7 +234,6 @@ class CheckConformance(SuiteBase):
             q.enqueue_delayed(item, 1.0, None, priority_arg(kind))
         assert len(q) == 0
 
-    @kinds(ALL_KINDS)
     def test_a_str_that_utf8_cannot_encode_raises_value_error(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -257,7 +242,6 @@ class CheckConformance(SuiteBase):
             put(q, kind, "lone \ud800 surrogate")
         assert len(q) == 0
 
-    @kinds(ALL_KINDS)
     def test_bytearray_memoryview_and_str_items_come_back_as_bytes(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -272,8 +256,7 @@ class CheckConformance(SuiteBase):
     def test_a_priority_that_is_not_an_int_raises_type_error(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDedupQueue, IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue, IDelayedEnqueue))
         for bad in (1.5, 2.0, "1", True, None):
             with _refused(TypeError, "priority", bad):
                 q.enqueue(b"a", bad)
@@ -288,8 +271,7 @@ class CheckConformance(SuiteBase):
     def test_a_priority_beyond_two_to_the_53_raises_value_error(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDedupQueue, IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue, IDelayedEnqueue))
         for bad in (MAX_PRIORITY + 1, -MAX_PRIORITY - 1, 2**63, -(2**64)):
             with _refused(ValueError, "priority", bad):
                 q.enqueue(b"a", bad)
@@ -306,8 +288,7 @@ class CheckConformance(SuiteBase):
     def test_a_priority_of_none_means_zero_for_dedup_and_delayed_enqueues(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDedupQueue, IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue, IDelayedEnqueue))
         assert q.enqueue(b"after", 1) and q.enqueue(b"before", -1)
         assert q.enqueue_dedup(b"dedup", "job-1", None)
         assert q.enqueue_delayed(b"delayed", 0, None, None)
@@ -317,19 +298,16 @@ class CheckConformance(SuiteBase):
     def test_fifo_queues_ignore_the_priority_argument(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDedupQueue, IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue, IDelayedEnqueue))
         assert q.enqueue_dedup(b"a", "job-1", 7)
         assert q.enqueue_delayed(b"b", 0, None, -7)
         assert q.enqueue_dedup(b"c", "job-2", "not a priority")
         assert drain(q) == [b"a", b"b", b"c"]
 
-    @kinds(ALL_KINDS)
     def test_a_job_id_must_be_a_non_empty_str(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDedupQueue, IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDedupQueue, IDelayedEnqueue))
         priority = priority_arg(kind)
         for bad in (5, None, b"job-1", ["job-1"]):
             with _refused(TypeError, "job_id", bad):
@@ -346,12 +324,14 @@ class CheckConformance(SuiteBase):
         if IQueueStats in self.extensions:
             assert q.stats()["delayed"] == 0
 
-    @kinds(ALL_KINDS)
     def test_an_ack_id_that_is_not_a_str_is_unknown(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IMultiAcknowledgeable, ILeaseExtendable, INackable, IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(
+            harness,
+            kind,
+            needs=(IMultiAcknowledgeable, ILeaseExtendable, INackable, IDeadLetterable),
+        )
         assert put(q, kind, b"a")
         _, ack_id = take_one(q)
         for bad in (5, None, ack_id.encode(), [ack_id]):
@@ -364,36 +344,30 @@ class CheckConformance(SuiteBase):
 
     # -- delays ------------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_a_delay_that_is_no_number_or_nan_infinite_or_too_long_raises_and_stores_nothing(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue, IQueueStats)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue, IQueueStats))
         for bad, error in BAD_DELAYS:
             with _refused(error, "delay", bad):
                 q.enqueue_delayed(b"a", bad, None, priority_arg(kind))
         stats = q.stats()
         assert (stats["waiting"], stats["delayed"]) == (0, 0)
 
-    @kinds(ALL_KINDS)
     def test_the_longest_delay_is_accepted_and_a_huge_negative_one_means_now(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue, IQueueStats)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue, IQueueStats))
         assert q.enqueue_delayed(b"far", MAX_DELAY, None, priority_arg(kind))
         assert q.enqueue_delayed(b"now", -1e300, None, priority_arg(kind))
         stats = q.stats()
         assert (stats["waiting"], stats["delayed"]) == (1, 1)
         assert drain(q) == [b"now"]
 
-    @kinds(ALL_KINDS)
     def test_nack_with_a_bad_delay_raises_and_keeps_the_lease(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(INackable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(INackable,))
         assert put(q, kind, b"a")
         _, ack_id = take_one(q)
         for bad, error in BAD_DELAYS:
@@ -402,12 +376,10 @@ class CheckConformance(SuiteBase):
         assert q.dequeue_with_ack_id() is None  # still leased
         assert q.acknowledge(ack_id) is True
 
-    @kinds(ALL_KINDS)
     def test_a_delay_below_a_millisecond_still_delays(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue, INackable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue, INackable))
         assert q.enqueue_delayed(b"a", 0.0004, None, priority_arg(kind))
         assert len(q) == 0
         harness.advance(0.001)
@@ -419,12 +391,10 @@ class CheckConformance(SuiteBase):
 
     # -- counts ------------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_set_capacity_takes_an_int_of_at_least_zero(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ICapacitySetter)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(ICapacitySetter,))
         for bad in BAD_COUNT_TYPES:
             with _refused(TypeError, "capacity", bad):
                 q.set_capacity(bad)
@@ -434,12 +404,10 @@ class CheckConformance(SuiteBase):
         q.set_capacity(MAX_COUNT)
         assert put(q, kind, b"a")
 
-    @kinds(ALL_KINDS)
     def test_dead_letters_limit_is_an_int_of_at_least_zero(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDeadLetterable,))
         kill(q, kind, b"a")
         for bad in BAD_COUNT_TYPES:
             with _refused(TypeError, "limit", bad):
@@ -450,12 +418,10 @@ class CheckConformance(SuiteBase):
         assert q.dead_letters(0) == []
         assert [letter["item"] for letter in q.dead_letters(MAX_COUNT)] == [b"a"]
 
-    @kinds(ALL_KINDS)
     def test_a_batch_size_is_an_int_and_none_or_fewer_take_nothing(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IBatchAcknowledgeable, ICountedDelivery)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IBatchAcknowledgeable, ICountedDelivery))
         for item in (b"a", b"b"):
             assert put(q, kind, item)
         for bad in BAD_COUNT_TYPES:
@@ -470,12 +436,10 @@ class CheckConformance(SuiteBase):
 
     # -- dead letters ------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_requeue_dead_refuses_one_str_or_bytes_and_keys_that_are_not_str(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDeadLetterable,))
         key = kill(q, kind, b"a")
         for bad in (key, key.encode(), 5, [5], [key, None]):
             with pytest.raises(TypeError, match="key"):
@@ -486,24 +450,20 @@ class CheckConformance(SuiteBase):
         assert q.requeue_dead(k for k in [key]) == 1
         assert drain(q) == [b"a"]
 
-    @kinds(ALL_KINDS)
     def test_an_error_text_utf8_cannot_encode_is_kept_with_the_bad_characters_escaped(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDeadLetterable,))
         kill(q, kind, b"a", "bad file \udcff name")
         [letter] = q.dead_letters()
         assert letter["error"] == "bad file \\udcff name"
 
     # -- stats -------------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_stats_are_four_int_counts_and_a_float_oldest_age(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IQueueStats)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IQueueStats,))
         assert put(q, kind, b"a")
         harness.advance(0.25)
         for stats in (q.stats(), self.open(harness, kind).stats()):
@@ -512,12 +472,10 @@ class CheckConformance(SuiteBase):
             assert all(type(count) is int for count in counts), stats
             assert type(stats["oldest_age"]) is float, stats
 
-    @kinds(ALL_KINDS)
     def test_stats_keep_their_shape_once_the_store_is_closed(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IQueueStats)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IQueueStats,))
         assert put(q, kind, b"a")
         harness.close()
         stats = q.stats()

@@ -27,7 +27,6 @@ from varmq.contract.protocols import (
     IQueueStats,
 )
 from varmq.testing._suite import (
-    ALL_KINDS,
     DISTRIBUTED_KINDS,
     LEASE,
     PRIORITY_KINDS,
@@ -48,12 +47,10 @@ class LeaseConformance(SuiteBase):
 
     # -- release --------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_release_puts_a_taken_job_back_in_its_place_at_once(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseReleasable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(ILeaseReleasable,))
         for item in (b"a", b"b", b"c"):
             put(q, kind, item)
         first = q.dequeue_batch_with_attempts(2)
@@ -64,12 +61,10 @@ class LeaseConformance(SuiteBase):
         assert q.acknowledge(first[0][1])
         assert drain(q) == [b"b", b"c"]
 
-    @kinds(ALL_KINDS)
     def test_a_released_delivery_does_not_count_as_an_attempt(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseReleasable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(ILeaseReleasable,))
         put(q, kind, b"job")
         [(_, ack_id, attempt)] = q.dequeue_batch_with_attempts(1)
         assert attempt == 1
@@ -83,8 +78,7 @@ class LeaseConformance(SuiteBase):
     def test_a_released_job_keeps_its_priority(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseReleasable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(ILeaseReleasable,))
         put(q, kind, b"urgent", priority=-5)
         put(q, kind, b"later", priority=5)
         item, ack_id = take_one(q)
@@ -93,12 +87,10 @@ class LeaseConformance(SuiteBase):
         assert q.release(ack_id)
         assert drain(q) == [b"urgent", b"middle", b"later"]
 
-    @kinds(ALL_KINDS)
     def test_release_is_fenced_like_an_acknowledgement(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseReleasable, ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ILeaseReleasable, ILeaseExtendable))
         put(q, kind, b"acked")
         _, acked = take_one(q)
         assert q.acknowledge(acked)
@@ -112,7 +104,6 @@ class LeaseConformance(SuiteBase):
         assert q.acknowledge(current)
         assert len(q) == 0
 
-    @kinds(ALL_KINDS)
     def test_a_job_released_through_one_object_is_taken_through_another(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -128,7 +119,6 @@ class LeaseConformance(SuiteBase):
         assert item == b"handed over"
         assert theirs.acknowledge(taken)
 
-    @kinds(ALL_KINDS)
     def test_release_works_after_close(self, harness: StorageHarness, kind: QueueKind) -> None:
         self.require(ILeaseReleasable)
         name = f"release-closed-{id(harness)}-{kind}"
@@ -163,7 +153,6 @@ class LeaseConformance(SuiteBase):
         with outage():
             yield
 
-    @kinds(ALL_KINDS)
     def test_a_take_while_the_storage_cannot_answer_raises_and_loses_nothing(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -175,12 +164,10 @@ class LeaseConformance(SuiteBase):
         assert not isinstance(raised.value, TypeError | ValueError)
         assert drain(q) == [b"a", b"b"]
 
-    @kinds(ALL_KINDS)
     def test_extend_lease_while_the_storage_cannot_answer_raises_and_the_lease_holds(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(ILeaseExtendable,))
         put(q, kind, b"job")
         _, ack_id = take_one(q)
         with self._outage(harness), pytest.raises(Exception) as raised:
@@ -189,7 +176,6 @@ class LeaseConformance(SuiteBase):
         assert q.extend_lease(ack_id) is True
         assert q.acknowledge(ack_id)
 
-    @kinds(ALL_KINDS)
     def test_an_acknowledgement_while_the_storage_cannot_answer_raises_and_works_after(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -206,7 +192,6 @@ class LeaseConformance(SuiteBase):
         assert q.acknowledge(ack_id) is True
         assert len(q) == 0
 
-    @kinds(ALL_KINDS)
     def test_an_enqueue_while_the_storage_cannot_answer_raises_and_stores_nothing(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -218,7 +203,6 @@ class LeaseConformance(SuiteBase):
         assert put(q, kind, b"kept")
         assert drain(q) == [b"kept"]
 
-    @kinds(ALL_KINDS)
     def test_counts_while_the_storage_cannot_answer_raise_or_are_true(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:

@@ -31,7 +31,7 @@ import contextlib
 import math
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -51,7 +51,6 @@ from varmq.contract.protocols import (
     IRecordSubscribable,
 )
 from varmq.testing._suite import (
-    ALL_KINDS,
     DELAY,
     LEASE,
     LONG_LEASE,
@@ -59,7 +58,6 @@ from varmq.testing._suite import (
     SuiteBase,
     bind,
     fresh_name,
-    kinds,
     priority_arg,
     put,
     take_one,
@@ -104,17 +102,17 @@ class RecordConformance(SuiteBase):
         kind: QueueKind,
         name: str | None = None,
         lease: float = LONG_LEASE,
+        *,
+        needs: Sequence[type] = (),
         **options: Any,
     ) -> Any:
         """Open a queue of ``kind`` that keeps records (``keep_results=KEEP``); skip the test
-        unless the storage claims ``IJobRecords``."""
-        self.require(IJobRecords)
+        unless the storage claims ``IJobRecords`` and each protocol of ``needs``."""
         options.setdefault("keep_results", KEEP)
-        return self.open(harness, kind, name, lease, **options)
+        return self.open(harness, kind, name, lease, needs=(IJobRecords, *needs), **options)
 
     # -- the options -----------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_keep_results_is_the_option_and_a_queue_without_it_keeps_no_record(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -136,7 +134,6 @@ class RecordConformance(SuiteBase):
         assert off.cancel("job-2") is True
         assert _state(on, "job-2") == "cancelled"
 
-    @kinds(ALL_KINDS)
     def test_keep_results_must_be_seconds_from_zero_to_a_century(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -152,7 +149,6 @@ class RecordConformance(SuiteBase):
         for good in (0, 0.5, 3600, MAX_DELAY):
             assert self.open(harness, kind, keep_results=good).keep_results == pytest.approx(good)
 
-    @kinds(ALL_KINDS)
     def test_keep_results_limit_must_be_an_int_of_at_least_one(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -166,7 +162,6 @@ class RecordConformance(SuiteBase):
         self.records(harness, kind, keep_results_limit=1)
         self.records(harness, kind, keep_results_limit=MAX_COUNT)
 
-    @kinds(ALL_KINDS)
     def test_job_record_and_cancel_take_a_non_empty_str_job_id(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -179,7 +174,6 @@ class RecordConformance(SuiteBase):
                 with pytest.raises(ValueError, match="job_id"):
                     call(empty)
 
-    @kinds(ALL_KINDS)
     def test_an_outcome_that_is_not_bytes_or_str_raises_and_keeps_the_lease(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -204,7 +198,6 @@ class RecordConformance(SuiteBase):
 
     # -- the states ------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_a_job_added_with_an_id_is_queued_with_no_attempt_yet(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -222,7 +215,6 @@ class RecordConformance(SuiteBase):
         assert record["cancel_requested"] is False
         assert q.job_record("no-such-job") is None
 
-    @kinds(ALL_KINDS)
     def test_a_job_added_without_an_id_has_no_record(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -235,12 +227,10 @@ class RecordConformance(SuiteBase):
             assert q.enqueue_delayed(b"later", DELAY, None, priority_arg(kind))
             assert q.cancel("later") is False
 
-    @kinds(ALL_KINDS)
     def test_a_delayed_job_is_delayed_until_it_is_due_then_queued(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue)
-        q = self.records(harness, kind)
+        q = self.records(harness, kind, needs=(IDelayedEnqueue,))
         assert q.enqueue_delayed(b"later", DELAY, "job-1", priority_arg(kind))
         assert _state(q, "job-1") == "delayed"
         harness.advance(DELAY * 1.2)
@@ -248,7 +238,6 @@ class RecordConformance(SuiteBase):
         assert take_one(q)[0] == b"later"
         assert _state(q, "job-1") == "running"
 
-    @kinds(ALL_KINDS)
     def test_a_taken_job_is_running_with_its_attempt_and_when_it_started(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -262,7 +251,6 @@ class RecordConformance(SuiteBase):
         assert record["enqueued_at"] <= record["started_at"]
         assert record["finished_at"] is None
 
-    @kinds(ALL_KINDS)
     def test_an_acknowledged_job_succeeded_with_its_result(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -280,7 +268,6 @@ class RecordConformance(SuiteBase):
         assert record["enqueued_at"] <= record["started_at"] <= record["finished_at"]
         assert len(q) == 0 and q.dequeue_with_ack_id() is None
 
-    @kinds(ALL_KINDS)
     def test_a_plain_acknowledgement_records_success_without_a_result(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -295,7 +282,6 @@ class RecordConformance(SuiteBase):
             assert record is not None
             assert (record["state"], record["result"]) == ("succeeded", None)
 
-    @kinds(ALL_KINDS)
     def test_a_failed_job_is_failed_with_its_error_and_never_handed_out_again(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -312,12 +298,10 @@ class RecordConformance(SuiteBase):
         harness.advance(LEASE * 1.2)
         assert len(q) == 0 and q.dequeue_with_ack_id() is None
 
-    @kinds(ALL_KINDS)
     def test_a_nacked_job_is_delayed_then_queued_and_keeps_counting_attempts(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(INackable)
-        q = self.records(harness, kind)
+        q = self.records(harness, kind, needs=(INackable,))
         assert _add(q, kind, b"a", "job-1")
         _, ack_id = take_one(q)
         assert q.nack(ack_id, DELAY)
@@ -332,36 +316,30 @@ class RecordConformance(SuiteBase):
         assert q.nack(again, 0)
         assert _state(q, "job-1") == "queued"
 
-    @kinds(ALL_KINDS)
     def test_an_expired_lease_puts_the_record_back_to_queued(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.records(harness, kind, lease=LEASE)
+        q = self.records(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert _add(q, kind, b"a", "job-1")
         take_one(q)
         harness.advance(LEASE * 1.2)
         record = q.job_record("job-1")
         assert record is not None and (record["state"], record["attempts"]) == ("queued", 1)
 
-    @kinds(ALL_KINDS)
     def test_a_released_job_is_queued_and_its_delivery_does_not_count(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseReleasable)
-        q = self.records(harness, kind)
+        q = self.records(harness, kind, needs=(ILeaseReleasable,))
         assert _add(q, kind, b"a", "job-1")
         _, ack_id = take_one(q)
         assert q.release(ack_id)
         record = q.job_record("job-1")
         assert record is not None and (record["state"], record["attempts"]) == ("queued", 0)
 
-    @kinds(ALL_KINDS)
     def test_a_dead_lettered_job_is_dead_with_its_error(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.records(harness, kind)
+        q = self.records(harness, kind, needs=(IDeadLetterable,))
         assert _add(q, kind, b"a", "job-1") and _add(q, kind, b"b", "job-2")
         _, first = take_one(q)
         _, second = take_one(q)
@@ -376,12 +354,10 @@ class RecordConformance(SuiteBase):
         assert [letter["error"] for letter in q.dead_letters()] == ["KeyError: x", "plain"]
         assert q.dead_letter_with_error(first, "again", detail) is False
 
-    @kinds(ALL_KINDS)
     def test_a_requeued_dead_letter_is_queued_with_its_attempts_reset(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.records(harness, kind)
+        q = self.records(harness, kind, needs=(IDeadLetterable,))
         assert _add(q, kind, b"a", "job-1")
         _, ack_id = take_one(q)
         assert q.dead_letter_with_error(ack_id, "boom", b'{"type": "E"}')
@@ -394,7 +370,6 @@ class RecordConformance(SuiteBase):
         assert q.acknowledge_with_results([(again, b"true")]) == [True]
         assert _state(q, "job-1") == "succeeded"
 
-    @kinds(ALL_KINDS)
     def test_purged_jobs_are_cancelled(self, harness: StorageHarness, kind: QueueKind) -> None:
         q = self.records(harness, kind)
         assert _add(q, kind, b"a", "job-1") and _add(q, kind, b"b", "job-2")
@@ -404,7 +379,6 @@ class RecordConformance(SuiteBase):
         assert _state(q, "job-1") == "running"  # in flight: purge leaves it
         assert q.acknowledge(running)
 
-    @kinds(ALL_KINDS)
     def test_every_object_of_a_queue_sees_and_changes_the_same_records(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -426,7 +400,6 @@ class RecordConformance(SuiteBase):
 
     # -- the outcome and the settle: one step ---------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_a_job_whose_consumer_died_is_never_succeeded_before_it_really_ran(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -450,12 +423,10 @@ class RecordConformance(SuiteBase):
             2,
         )
 
-    @kinds(ALL_KINDS)
     def test_a_stale_settle_with_an_outcome_is_refused_and_changes_no_record(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ILeaseExtendable)
-        q = self.records(harness, kind, lease=LEASE)
+        q = self.records(harness, kind, lease=LEASE, needs=(ILeaseExtendable,))
         assert _add(q, kind, b"a", "job-1")
         _, stale = take_one(q)
         harness.advance(LEASE * 1.2)
@@ -471,7 +442,6 @@ class RecordConformance(SuiteBase):
         record = q.job_record("job-1")
         assert record is not None and record["result"] == b'"fresh"'
 
-    @kinds(ALL_KINDS)
     def test_acknowledge_with_results_answers_each_pair_in_order(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -491,7 +461,6 @@ class RecordConformance(SuiteBase):
                 result,
             )
 
-    @kinds(ALL_KINDS)
     def test_a_large_batch_of_results_records_each_job_with_its_own_result(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -523,7 +492,6 @@ class RecordConformance(SuiteBase):
 
     # -- what a kept record holds, and for how long ------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_a_job_id_stays_taken_while_its_record_is_kept(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -538,7 +506,6 @@ class RecordConformance(SuiteBase):
         record = q.job_record("job-1")
         assert record is not None and record["result"] == b'"first"'
 
-    @kinds(ALL_KINDS)
     def test_an_ended_record_is_dropped_after_keep_results_and_frees_its_id(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -555,7 +522,6 @@ class RecordConformance(SuiteBase):
         assert _state(q, "job-1") == "queued"
         assert len(q) == 2
 
-    @kinds(ALL_KINDS)
     def test_keep_results_limit_keeps_the_newest_ended_records(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -578,7 +544,6 @@ class RecordConformance(SuiteBase):
 
     # -- cancel ----------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_cancel_removes_a_queued_job_at_once(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -593,19 +558,16 @@ class RecordConformance(SuiteBase):
         assert take_one(q)[0] == b"b"
         assert q.cancel("job-1") is False  # ended
 
-    @kinds(ALL_KINDS)
     def test_cancel_removes_a_delayed_job_at_once(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue)
-        q = self.records(harness, kind)
+        q = self.records(harness, kind, needs=(IDelayedEnqueue,))
         assert q.enqueue_delayed(b"later", DELAY, "job-1", priority_arg(kind))
         assert q.cancel("job-1") is True
         assert _state(q, "job-1") == "cancelled"
         harness.advance(DELAY * 1.2)
         assert len(q) == 0 and q.dequeue_with_ack_id() is None
 
-    @kinds(ALL_KINDS)
     def test_cancel_of_an_unknown_or_ended_job_finds_nothing(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -619,7 +581,6 @@ class RecordConformance(SuiteBase):
         assert record is not None and record["state"] == "succeeded"
         assert record["cancel_requested"] is False
 
-    @kinds(ALL_KINDS)
     def test_cancel_flags_a_running_job_and_its_consumer_hears_it_at_renewal(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -644,7 +605,6 @@ class RecordConformance(SuiteBase):
         assert consumer.extend_lease_or_cancel(ack_id) == "lost"
         assert consumer.acknowledge(other)
 
-    @kinds(ALL_KINDS)
     def test_a_running_job_acknowledged_after_a_cancel_request_succeeded(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -657,12 +617,12 @@ class RecordConformance(SuiteBase):
         assert record is not None
         assert (record["state"], record["result"]) == ("succeeded", b'"made it"')
 
-    @kinds(ALL_KINDS)
     def test_a_running_job_with_a_cancel_request_is_never_handed_out_again(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(INackable, IDeadLetterable, ILeaseExtendable)
-        q = self.records(harness, kind, lease=LEASE)
+        q = self.records(
+            harness, kind, lease=LEASE, needs=(INackable, IDeadLetterable, ILeaseExtendable)
+        )
         for i in range(3):
             assert _add(q, kind, f"job-{i}".encode(), f"job-{i}")
         leases = [take_one(q)[1] for _ in range(3)]
@@ -675,7 +635,6 @@ class RecordConformance(SuiteBase):
         assert len(q) == 0 and q.dequeue_with_ack_id() is None
         assert q.dead_letters() == []
 
-    @kinds(ALL_KINDS)
     def test_extend_lease_or_cancel_says_lost_for_a_lease_that_is_not_held(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -697,7 +656,6 @@ class RecordConformance(SuiteBase):
 
     # -- hearing of ends -------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_a_record_subscriber_hears_every_end_through_another_object(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -737,7 +695,6 @@ class RecordConformance(SuiteBase):
 
     # -- after close, and while the storage cannot answer ------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_settles_with_an_outcome_work_after_close(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -752,7 +709,6 @@ class RecordConformance(SuiteBase):
         assert q.fail(b, b'{"type": "E"}') is True
         assert [_state(observer, j) for j in ("job-1", "job-2")] == ["succeeded", "failed"]
 
-    @kinds(ALL_KINDS)
     def test_record_calls_while_the_storage_cannot_answer_raise_and_change_nothing(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -785,7 +741,6 @@ class RecordConformance(SuiteBase):
 
     # -- the worker on a queue with records -------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_a_result_worker_keeps_values_and_errors_for_any_process(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -817,7 +772,6 @@ class RecordConformance(SuiteBase):
         finally:
             worker.stop_and_wait(timeout=WAIT)
 
-    @kinds(ALL_KINDS)
     def test_a_value_json_cannot_hold_fails_its_job_with_a_clear_error(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -834,7 +788,6 @@ class RecordConformance(SuiteBase):
         errors = list(worker.errs().queue)
         assert len(errors) == 1 and isinstance(errors[0], varmq.ResultNotJSONError), errors
 
-    @kinds(ALL_KINDS)
     def test_a_running_plain_job_cancelled_by_id_sees_job_cancelled_set(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -865,7 +818,6 @@ class RecordConformance(SuiteBase):
         assert worker.errs().empty(), list(worker.errs().queue)  # a cancel is no job error
         assert worker.metrics.failed == 1 and worker.metrics.successful == 0
 
-    @kinds(ALL_KINDS)
     def test_a_running_async_job_cancelled_by_id_is_cancelled(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -895,12 +847,10 @@ class RecordConformance(SuiteBase):
         finally:
             worker.stop_and_wait(timeout=WAIT)
 
-    @kinds(ALL_KINDS)
     def test_err_and_result_workers_refuse_a_queue_without_records(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IJobRecords)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IJobRecords,))
         for make in (varmq.new_err_worker, varmq.new_result_worker):
             worker = make(lambda job: None, 1, auto_run=False)
             with pytest.raises(ValueError, match="keep_results"):

@@ -26,7 +26,6 @@ from varmq.contract.protocols import (
     IQueueStats,
 )
 from varmq.testing._suite import (
-    ALL_KINDS,
     DELAY,
     LEASE,
     PRIORITY_KINDS,
@@ -58,12 +57,10 @@ class RetryConformance(SuiteBase):
 
     # -- delayed enqueue ---------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_delayed_job_is_not_handed_out_before_its_delay(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue,))
         assert _delay(q, kind, b"later", DELAY) is True
         assert q.dequeue_with_ack_id() is None
         harness.advance(DELAY * 0.6)
@@ -71,24 +68,20 @@ class RetryConformance(SuiteBase):
         harness.advance(DELAY * 0.6)
         assert drain(q) == [b"later"]
 
-    @kinds(ALL_KINDS)
     def test_delayed_jobs_come_out_in_due_order(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue,))
         assert _delay(q, kind, b"due-last", DELAY * 1.6)
         assert _delay(q, kind, b"due-first", DELAY)
         assert _delay(q, kind, b"due-second", DELAY * 1.2)
         harness.advance(DELAY * 2)
         assert drain(q) == [b"due-first", b"due-second", b"due-last"]
 
-    @kinds(ALL_KINDS)
     def test_due_delayed_job_joins_the_end_of_its_line_at_its_due_time(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue,))
         assert put(q, kind, b"waiting-before")
         assert _delay(q, kind, b"delayed", DELAY)
         harness.advance(DELAY * 0.6)
@@ -103,8 +96,7 @@ class RetryConformance(SuiteBase):
     def test_due_delayed_job_is_handed_out_by_its_priority(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue,))
         assert q.enqueue(b"low", 5) and q.enqueue(b"mid", 3)
         assert q.enqueue_delayed(b"urgent", DELAY, None, 1)
         assert q.enqueue_delayed(b"lowest", DELAY, None, 9)
@@ -112,12 +104,10 @@ class RetryConformance(SuiteBase):
         harness.advance(DELAY * 1.2)
         assert drain(q) == [b"urgent", b"mid", b"low", b"lowest"]
 
-    @kinds(ALL_KINDS)
     def test_len_and_values_leave_out_delayed_jobs_until_they_are_due(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue,))
         assert put(q, kind, b"now")
         assert _delay(q, kind, b"later", DELAY)
         assert len(q) == 1
@@ -126,24 +116,20 @@ class RetryConformance(SuiteBase):
         assert len(q) == 2
         assert q.values() == [b"now", b"later"]
 
-    @kinds(ALL_KINDS)
     def test_delayed_enqueue_without_a_positive_delay_is_available_now(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue,))
         assert put(q, kind, b"first")
         assert _delay(q, kind, b"zero", 0)
         assert _delay(q, kind, b"negative", -1.0)
         assert len(q) == 3
         assert drain(q) == [b"first", b"zero", b"negative"]
 
-    @kinds(ALL_KINDS)
     def test_delayed_job_id_is_stored_once_while_the_job_is_delayed(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDelayedEnqueue, IDedupQueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDelayedEnqueue, IDedupQueue))
         priority = priority_arg(kind)
         assert q.enqueue_delayed(b"first", DELAY, "job-1", priority) is True
         assert q.enqueue_delayed(b"second", DELAY, "job-1", priority) is True
@@ -154,7 +140,6 @@ class RetryConformance(SuiteBase):
         assert q.enqueue_delayed(b"again", 0, "job-1", priority) is True
         assert q.values() == [b"again"]
 
-    @kinds(ALL_KINDS)
     def test_delays_survive_reopening_the_queue_through_another_object(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -172,12 +157,10 @@ class RetryConformance(SuiteBase):
 
     # -- nack --------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_nacked_job_is_not_handed_out_before_its_delay(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(INackable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(INackable,))
         assert put(q, kind, b"a")
         _, ack_id = take_one(q)
         assert q.nack(ack_id, DELAY) is True
@@ -188,12 +171,10 @@ class RetryConformance(SuiteBase):
         harness.advance(DELAY * 0.6)
         assert drain(q) == [b"a"]
 
-    @kinds(ALL_KINDS)
     def test_nacked_job_counts_one_more_delivery_on_its_next_take(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(INackable, ICountedDelivery)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(INackable, ICountedDelivery))
         assert put(q, kind, b"a")
         [(_, ack_id, attempt)] = q.dequeue_batch_with_attempts(1)
         assert attempt == 1
@@ -208,8 +189,7 @@ class RetryConformance(SuiteBase):
 
     @kinds(PRIORITY_KINDS)
     def test_nacked_job_keeps_its_priority(self, harness: StorageHarness, kind: QueueKind) -> None:
-        self.require(INackable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(INackable,))
         assert q.enqueue(b"urgent", 1) and q.enqueue(b"low", 5)
         taken, ack_id = take_one(q)
         assert taken == b"urgent"
@@ -218,12 +198,10 @@ class RetryConformance(SuiteBase):
         harness.advance(DELAY * 1.2)
         assert drain(q) == [b"urgent", b"mid", b"low"]
 
-    @kinds(ALL_KINDS)
     def test_nack_without_a_delay_puts_the_job_at_the_end_of_its_line_now(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(INackable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(INackable,))
         assert put(q, kind, b"a") and put(q, kind, b"b")
         taken, ack_id = take_one(q)
         assert taken == b"a"
@@ -232,12 +210,12 @@ class RetryConformance(SuiteBase):
         assert len(q) == 2
         assert drain(q) == [b"b", b"a"]
 
-    @kinds(ALL_KINDS)
     def test_nack_after_the_lease_expired_is_refused_and_changes_nothing(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(INackable, ILeaseExtendable, ICountedDelivery)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(
+            harness, kind, lease=LEASE, needs=(INackable, ILeaseExtendable, ICountedDelivery)
+        )
         assert put(q, kind, b"a")
         _, expired = take_one(q)
         harness.advance(LEASE * 1.2)
@@ -247,7 +225,6 @@ class RetryConformance(SuiteBase):
         assert (item, attempt) == (b"a", 2)
         assert q.acknowledge(ack_id)
 
-    @kinds(ALL_KINDS)
     def test_nack_after_another_consumer_took_the_job_is_refused(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -263,12 +240,10 @@ class RetryConformance(SuiteBase):
         assert len(q) == 0 and q.dequeue_with_ack_id() is None  # still leased by the other
         assert other.acknowledge(fresh) is True
 
-    @kinds(ALL_KINDS)
     def test_nack_of_an_unknown_or_acknowledged_ack_id_returns_false(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(INackable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(INackable,))
         assert q.nack("no-such-ack-id", 0) is False
         assert put(q, kind, b"a")
         _, ack_id = take_one(q)
@@ -276,12 +251,10 @@ class RetryConformance(SuiteBase):
         assert q.nack(ack_id, 0) is False
         assert len(q) == 0
 
-    @kinds(ALL_KINDS)
     def test_nacked_job_id_is_stored_once_while_the_job_waits_out_its_delay(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(INackable, IDedupQueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(INackable, IDedupQueue))
         priority = priority_arg(kind)
         assert q.enqueue_dedup(b"first", "job-1", priority)
         _, ack_id = take_one(q)
@@ -293,12 +266,10 @@ class RetryConformance(SuiteBase):
 
     # -- dead letters ------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_dead_letter_moves_the_job_out_of_the_queue_onto_the_shelf(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDeadLetterable,))
         envelope = b'{"id": "job-1", "status": "Created", "data": 1}'
         assert put(q, kind, envelope)
         _, ack_id = take_one(q)
@@ -315,12 +286,10 @@ class RetryConformance(SuiteBase):
         assert letter["error"] == "ValueError: bad input"
         assert isinstance(letter["dead_at"], float) and letter["dead_at"] > OLD_UNIX_TIME
 
-    @kinds(ALL_KINDS)
     def test_dead_letter_records_how_often_the_job_was_handed_out(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable, ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(IDeadLetterable, ILeaseExtendable))
         assert put(q, kind, b"a")
         take_one(q)
         harness.advance(LEASE * 1.2)
@@ -328,12 +297,10 @@ class RetryConformance(SuiteBase):
         assert q.dead_letter(ack_id, "boom")
         assert [letter["attempts"] for letter in q.dead_letters()] == [2]
 
-    @kinds(ALL_KINDS)
     def test_dead_letter_with_a_stale_ack_id_is_refused_and_changes_nothing(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable, ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(IDeadLetterable, ILeaseExtendable))
         assert q.dead_letter("no-such-ack-id", "boom") is False
         assert put(q, kind, b"a")
         _, expired = take_one(q)
@@ -347,12 +314,10 @@ class RetryConformance(SuiteBase):
         assert q.dead_letter(fresh, "boom") is False
         assert q.dead_letters() == []
 
-    @kinds(ALL_KINDS)
     def test_dead_letters_are_listed_oldest_first_up_to_the_limit(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDeadLetterable,))
         items = [f"job-{i}".encode() for i in range(4)]
         for i, item in enumerate(items):
             kill(q, kind, item, f"error {i}")
@@ -366,12 +331,12 @@ class RetryConformance(SuiteBase):
         assert [letter["item"] for letter in q.dead_letters(limit=2)] == items[:2]
         assert q.dead_letters(limit=0) == []
 
-    @kinds(ALL_KINDS)
     def test_requeue_dead_puts_chosen_dead_letters_back_with_attempts_reset(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable, ICountedDelivery, ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(
+            harness, kind, lease=LEASE, needs=(IDeadLetterable, ICountedDelivery, ILeaseExtendable)
+        )
         assert put(q, kind, b"a")
         take_one(q)
         harness.advance(LEASE * 1.2)  # a's second delivery is the one that dies
@@ -386,12 +351,10 @@ class RetryConformance(SuiteBase):
         assert (item, attempt) == (b"a", 1)
         assert q.acknowledge(ack_id)
 
-    @kinds(ALL_KINDS)
     def test_requeue_dead_without_keys_puts_every_dead_letter_back(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDeadLetterable,))
         for item in (b"a", b"b", b"c"):
             kill(q, kind, item)
         assert q.requeue_dead() == 3
@@ -400,12 +363,10 @@ class RetryConformance(SuiteBase):
         assert sorted(drain(q)) == [b"a", b"b", b"c"]
         assert q.requeue_dead() == 0
 
-    @kinds(ALL_KINDS)
     def test_requeued_dead_letter_joins_the_end_of_its_line_with_its_priority(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDeadLetterable,))
         assert put(q, kind, b"dead", 2)
         _, ack_id = take_one(q)
         assert q.dead_letter(ack_id, "boom")
@@ -418,12 +379,10 @@ class RetryConformance(SuiteBase):
             expected = [b"same-priority", b"urgent", b"lowest", b"dead"]
         assert drain(q) == expected
 
-    @kinds(ALL_KINDS)
     def test_purge_dead_deletes_every_dead_letter_and_returns_how_many(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDeadLetterable,))
         kill(q, kind, b"a")
         kill(q, kind, b"b")
         assert put(q, kind, b"waiting")
@@ -432,24 +391,20 @@ class RetryConformance(SuiteBase):
         assert q.purge_dead() == 0
         assert q.values() == [b"waiting"]
 
-    @kinds(ALL_KINDS)
     def test_dead_letters_beyond_the_limit_drop_the_oldest(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind, dead_letter_limit=3)
+        q = self.open(harness, kind, dead_letter_limit=3, needs=(IDeadLetterable,))
         items = [f"job-{i}".encode() for i in range(5)]
         for item in items:
             kill(q, kind, item)
             harness.advance(0.01)
         assert [letter["item"] for letter in q.dead_letters()] == items[2:]
 
-    @kinds(ALL_KINDS)
     def test_dead_letters_older_than_the_max_age_are_dropped_when_another_arrives(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable)
-        q = self.open(harness, kind, dead_letter_max_age=DELAY)
+        q = self.open(harness, kind, dead_letter_max_age=DELAY, needs=(IDeadLetterable,))
         kill(q, kind, b"old")
         harness.advance(DELAY * 0.6)
         kill(q, kind, b"young")
@@ -457,12 +412,10 @@ class RetryConformance(SuiteBase):
         kill(q, kind, b"new")
         assert [letter["item"] for letter in q.dead_letters()] == [b"young", b"new"]
 
-    @kinds(ALL_KINDS)
     def test_dead_lettered_job_id_can_be_stored_again(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IDeadLetterable, IDedupQueue)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IDeadLetterable, IDedupQueue))
         priority = priority_arg(kind)
         assert q.enqueue_dedup(b"first", "job-1", priority)
         _, ack_id = take_one(q)
@@ -470,7 +423,6 @@ class RetryConformance(SuiteBase):
         assert q.enqueue_dedup(b"second", "job-1", priority) is True
         assert q.values() == [b"second"]
 
-    @kinds(ALL_KINDS)
     def test_dead_letters_are_shared_by_objects_on_one_name_only(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -491,12 +443,10 @@ class RetryConformance(SuiteBase):
 
     # -- stats -------------------------------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_stats_count_waiting_and_in_flight_jobs(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IQueueStats)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IQueueStats,))
         assert q.stats() == {
             "waiting": 0,
             "in_flight": 0,
@@ -512,24 +462,20 @@ class RetryConformance(SuiteBase):
         assert (stats["waiting"], stats["in_flight"]) == (2, 1)
         assert (stats["delayed"], stats["dead"]) == (0, 0)
 
-    @kinds(ALL_KINDS)
     def test_stats_count_a_job_whose_lease_expired_as_waiting(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IQueueStats, ILeaseExtendable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(IQueueStats, ILeaseExtendable))
         assert put(q, kind, b"a")
         take_one(q)
         harness.advance(LEASE * 1.2)
         stats = q.stats()
         assert (stats["waiting"], stats["in_flight"]) == (1, 0)
 
-    @kinds(ALL_KINDS)
     def test_stats_oldest_age_is_the_age_of_the_oldest_waiting_job(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IQueueStats)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IQueueStats,))
         assert put(q, kind, b"older")
         harness.advance(0.3)
         assert put(q, kind, b"newer")
@@ -540,12 +486,10 @@ class RetryConformance(SuiteBase):
         take_one(q)
         assert q.stats()["oldest_age"] == 0
 
-    @kinds(ALL_KINDS)
     def test_stats_count_delayed_jobs_until_they_are_due(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(IQueueStats, IDelayedEnqueue, INackable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IQueueStats, IDelayedEnqueue, INackable))
         assert _delay(q, kind, b"delayed", DELAY)
         assert put(q, kind, b"nacked")
         _, ack_id = take_one(q)
@@ -557,10 +501,8 @@ class RetryConformance(SuiteBase):
         stats = q.stats()
         assert (stats["waiting"], stats["delayed"]) == (2, 0)
 
-    @kinds(ALL_KINDS)
     def test_stats_count_dead_letters(self, harness: StorageHarness, kind: QueueKind) -> None:
-        self.require(IQueueStats, IDeadLetterable)
-        q = self.open(harness, kind)
+        q = self.open(harness, kind, needs=(IQueueStats, IDeadLetterable))
         kill(q, kind, b"a")
         kill(q, kind, b"b")
         stats = q.stats()

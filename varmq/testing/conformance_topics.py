@@ -23,7 +23,6 @@ from varmq.contract import envelope
 from varmq.contract.protocols import ILiveSubscription, ILiveTopics, IStorageTopics
 from varmq.contract.topic_names import check_name, check_pattern, copy_id, matches
 from varmq.testing._suite import (
-    ALL_KINDS,
     DISTRIBUTED_KINDS,
     TOPIC_EXTENSIONS,
     WAIT,
@@ -78,7 +77,6 @@ class TopicConformance(SuiteBase):
 
     # -- publishing into bound queues ---------------------------------------------------------
 
-    @kinds(ALL_KINDS)
     def test_publish_stores_one_copy_in_each_bound_queue_whose_pattern_matches(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:

@@ -15,13 +15,11 @@ from typing import ClassVar
 import varmq
 from varmq.contract.protocols import ICountedDelivery, IDeadLetterable
 from varmq.testing._suite import (
-    ALL_KINDS,
     LEASE,
     WAIT,
     SuiteBase,
     bind,
     fresh_name,
-    kinds,
     put,
 )
 from varmq.testing.harness import QueueKind, StorageHarness
@@ -36,7 +34,6 @@ class WorkerConformance(SuiteBase):
     """How many jobs the drain test runs through the worker; a storage that only emulates the
     real one slowly (fakeredis runs Lua in Python) may lower it."""
 
-    @kinds(ALL_KINDS)
     def test_worker_drains_every_job_exactly_once(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -62,7 +59,6 @@ class WorkerConformance(SuiteBase):
         assert len(q) == 0
         assert worker.errs().empty(), list(worker.errs().queue)[:3]
 
-    @kinds(ALL_KINDS)
     def test_worker_bound_after_start_runs_jobs_already_stored(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -80,12 +76,10 @@ class WorkerConformance(SuiteBase):
         finally:
             worker.stop_and_wait(timeout=WAIT)
 
-    @kinds(ALL_KINDS)
     def test_worker_reports_bytes_that_are_not_a_job_and_dead_letters_them_in_the_end(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
-        self.require(ICountedDelivery, IDeadLetterable)
-        q = self.open(harness, kind, lease=LEASE)
+        q = self.open(harness, kind, lease=LEASE, needs=(ICountedDelivery, IDeadLetterable))
         assert put(q, kind, b"\xff\xfe not a job")
         ran = threading.Event()
         poison_limit = 2
