@@ -1,7 +1,8 @@
 """Group commit (varmq.contract.batching): every caller is told what happened to its own items,
 whether it wrote alone, led a batch or rode along in one: its answers, or the exception of its
-batch's write. sqliteq's and redisq's adds use it; test_sqliteq_group_commit.py and
-test_redisq_producer.py test it there, on a file and on Redis."""
+batch's write. sqliteq's and redisq's adds use it (test_sqliteq_group_commit.py and
+test_redisq_producer.py test it there, on a file and on Redis), and so do the acknowledgements
+of every storage queue, without waiting (test_acknowledgements.py)."""
 
 from __future__ import annotations
 

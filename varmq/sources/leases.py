@@ -6,9 +6,10 @@ A storage queue that acknowledges many ids in one call (``acknowledge_many``, or
 ``acknowledge_with_results`` on a queue that keeps a result worker's values) gets its
 acknowledgements through :class:`Acknowledgements`. Two things decide when a call is made:
 
-- **Group commit without making anyone wait.** A finished job's ack id joins the pending
-  batch; the first thread that finds no call under way sends every pending id, batch after
-  batch, until none is left, and the others go straight on to their next job.
+- **Group commit without making anyone wait** (:class:`varmq.contract.batching.GroupCommit`,
+  its posts). A finished job's ack id joins the pending batch; the first thread that finds no
+  call under way sends every pending id, batch after batch, until none is left, and the others
+  go straight on to their next job.
 - **One acknowledgement per take** (:class:`Take`). The jobs of one take usually finish close
   together. Sent at once, the first of them to finish would go alone and the rest in a second
   call: two storage writes per take where one does. So while a job's take still has jobs this
@@ -33,6 +34,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
+from ..contract.batching import GroupCommit
 from ..contract.protocols import IAcknowledgeable, IMultiAcknowledgeable
 from ..model.errors import AcknowledgeJobError, LeaseLostError
 from ..model.jobs import Job
@@ -256,6 +258,11 @@ class Acknowledgements:
     through ``acknowledge_with_results``. ``on_hold(at)`` is called when an acknowledgement
     starts to wait: :meth:`send_held` must then run at ``at`` (or soon after). ``on_settled``
     is called after acknowledgements that were counted in :attr:`unacked` were sent.
+
+    Batches go through a group commit (:class:`varmq.contract.batching.GroupCommit`) that no
+    caller waits on: a finished job's ack is posted, and the thread that finds no call under
+    way sends every posted one. ``_lock`` guards the :class:`Take` of every job, ``_held_until``
+    and ``_unbatched``; the group commit's own lock guards what waits to be sent.
     """
 
     def __init__(
@@ -276,14 +283,17 @@ class Acknowledgements:
         self._on_settled = on_settled
         self._on_hold = on_hold
         self._acked = isinstance(storage, IAcknowledgeable)
-        # Guards _pending, _flushing, _held_until, unacked and the Take of every job.
+        self._group: GroupCommit[StorageJob, bool] = GroupCommit(self._write)
         self._lock = threading.Lock()
-        self._pending: list[StorageJob] = []
-        self._flushing = False
         # When the earliest held acknowledgement must be sent; inf: none is held.
         self._held_until = math.inf
-        #: Acknowledgements not sent yet (a worker stops once this is 0).
-        self.unacked = 0
+        # Single acknowledgements handed to an executor and not answered yet.
+        self._unbatched = 0
+
+    @property
+    def unacked(self) -> int:
+        """Acknowledgements not sent yet (a worker stops once this is 0)."""
+        return self._group.unanswered + self._unbatched
 
     # -- a job leaves this process ------------------------------------------------------------
 
@@ -294,30 +304,31 @@ class Acknowledgements:
             self.leave(job)
         elif not self.batched:
             self._settle_one(job)  # one id per call: no take waits (see take_of)
-        elif self._join(job):
-            self._flush_pending()
+        elif self._group.post((job,), send=self._due(job)):
+            self._on_settled()
 
     def send_soon(self, job: StorageJob, executor: Executor) -> None:
         """Like :meth:`send`, but a call it has to make runs on ``executor``: never blocks."""
         if not job.ack_id or not self._acked:
             self.leave(job, flush=False)
-            return
-        if not self.batched:
+        elif not self.batched:
             with self._lock:
-                self.unacked += 1
+                self._unbatched += 1
             executor.submit(self._settle_one, job, True)
-        elif self._join(job):
-            executor.submit(self._flush_pending)
+        else:
+            due = self._due(job)
+            self._group.post((job,), send=False)
+            if due:
+                executor.submit(self._flush)
 
     def leave(self, job: StorageJob, *, flush: bool = True) -> None:
         """``job`` was settled some other way (retried, dead-lettered, failed, given back,
         lost): its take has one job fewer to wait for. With ``flush``, acknowledgements that
         waited for it are sent now, in this thread; without, by their hold's end."""
         with self._lock:
-            if not (self._left_locked(job) and flush and self._pending and not self._flushing):
-                return
-            self._flushing = True
-        self._flush_pending()
+            last = self._left_locked(job)
+        if last and flush:
+            self._flush()
 
     def send_held(self, now: float) -> float | None:
         """Send the held acknowledgements whose hold ran out by ``now``; when to look again
@@ -327,11 +338,8 @@ class Acknowledgements:
                 return None
             if now < self._held_until:
                 return self._held_until
-            if self._flushing:  # the call under way sends them too
-                self._held_until = math.inf
-                return None
-            self._flushing = True
-        self._flush_pending()
+            self._held_until = math.inf
+        self._flush()  # a call under way sends them too
         return None
 
     # -- inside ------------------------------------------------------------------------------
@@ -346,23 +354,23 @@ class Acknowledgements:
         take.left -= 1
         return take.left <= 0
 
-    def _join(self, job: StorageJob) -> bool:
-        """Add ``job`` to the pending batch; ``True`` if the caller must send the batch."""
+    def _due(self, job: StorageJob) -> bool:
+        """Count ``job`` out of its take: whether its acknowledgement goes now, or waits for the
+        rest of its take (its hold's end is then due at the renewal thread)."""
         with self._lock:
             take = job.take
-            last = self._left_locked(job)
-            self._pending.append(job)
-            self.unacked += 1
-            if self._flushing:
-                return False  # the call under way sends it next
-            if take is None or last or time.monotonic() >= take.hold_until:
-                self._flushing = True
+            if self._left_locked(job) or take is None or time.monotonic() >= take.hold_until:
                 return True
             if take.hold_until >= self._held_until:
                 return False  # an earlier hold's end sends it too
             self._held_until = take.hold_until
         self._on_hold(take.hold_until)  # outside the lock: it wakes another thread
         return False
+
+    def _flush(self) -> None:
+        """Send what waits, unless a call under way sends it."""
+        if self._group.flush():
+            self._on_settled()
 
     def _settle_one(self, job: StorageJob, counted: bool = False) -> None:
         try:
@@ -372,23 +380,12 @@ class Acknowledgements:
         self._check(job, outcome)
         if counted:
             with self._lock:
-                self.unacked -= 1
+                self._unbatched -= 1
             self._on_settled()
 
-    def _flush_pending(self) -> None:
-        while True:
-            with self._lock:
-                batch, self._pending = self._pending, []
-                self._held_until = math.inf  # whatever was held goes in this batch
-                if not batch:
-                    self._flushing = False
-                    break
-            self._flush(batch)
-            with self._lock:
-                self.unacked -= len(batch)
-        self._on_settled()
-
-    def _flush(self, batch: list[StorageJob]) -> None:
+    def _write(self, gather: Callable[[], list[StorageJob]]) -> list[bool]:
+        """One call for the acknowledgements waiting; each failure reported, never raised."""
+        batch = gather()
         try:
             if self._results:
                 answers = self._storage.acknowledge_with_results(
@@ -405,6 +402,7 @@ class Acknowledgements:
             results = [exc] * len(batch)
         for job, outcome in zip(batch, results, strict=True):
             self._check(job, outcome)
+        return [outcome is True for outcome in results]
 
     def _check(self, job: StorageJob, outcome: bool | BaseException) -> None:
         if outcome is True:
