@@ -30,12 +30,11 @@ from varmq.contract.rules import as_bytes, check, check_job_id, check_keys, dela
 from . import _schema, _sql
 from ._database import Database
 from ._dead import DeadLetterShelf
-from ._group import Add
 from ._options import QueueSettings
 from ._records import Outcome, RecordStore
 from ._retention import DONE, keep_within
 from ._watch import Watcher
-from ._writer import Writer
+from ._writer import Add, Writer
 from .errors import ClosedError
 
 __all__ = ["StoredQueue", "subject_of"]
@@ -150,7 +149,7 @@ class StoredQueue:
 
     def _add(self, item: Any, priority: int, job_id: str | None, wait_ms: int = 0) -> bool:
         """Store the checked ``item``, maybe in one transaction with concurrent adds (see
-        :mod:`sqliteq._group`); ``False`` if refused."""
+        :mod:`sqliteq._writer`); ``False`` if refused."""
         add = self._prepare(item, priority, job_id, wait_ms)
         return False if add is None else self._writer.store([add])[0]
 
@@ -231,7 +230,11 @@ class StoredQueue:
                 "lease_ms": self._lease_ms,
                 "n": n,
             }
-            self._records.sweep(conn, now)
+            # Jobs cancelled while they ran whose lease ran out are not takeable: they end
+            # (cancelled) here, and only then does the take call the record store.
+            swept = conn.execute(_sql.SWEEP_CANCELLED, params).fetchall()
+            if swept:
+                self._records.end_rows(conn, now, swept, "cancelled")
             conn.execute(_sql.PROMOTE_DUE, params)
             return conn.execute(_sql.CLAIM, params).fetchall()
 

@@ -152,7 +152,8 @@ class MemorySource(Source):
                 self._report(ParseJobError(self.label, "", str(exc)))
                 return None
             job = Job(job_id, data)
-            job._set_timeout(timeout)
+            if timeout is not None:
+                job._set_timeout(timeout)
             return job
         self._report(FailedToCastJobError(self.label, item))
         return None

@@ -156,7 +156,8 @@ class StorageSource(Source):
         except Exception as exc:
             self._take_failed(exc)
             return 0, []
-        self._take_worked()
+        if self.retry_at:
+            self._take_worked()  # the back-off after a failed take is over
         jobs: list[Job[Any]] = []
         for item, ack_id, attempt in deliveries:
             job = self._decode(item, ack_id, attempt)
@@ -181,7 +182,8 @@ class StorageSource(Source):
             # Otherwise not acknowledged: the lease runs out and it is handed out again.
             return None
         job = StorageJob(job_id, data, attempt, ack_id)
-        job._set_timeout(timeout)
+        if timeout is not None:
+            job._set_timeout(timeout)
         return job
 
     def taken_locked(self, n: int, delivered: int, jobs: list[Job[Any]]) -> None:
