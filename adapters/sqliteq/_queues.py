@@ -15,7 +15,7 @@ from ._database import Database
 from ._dead import DeadLetterShelf
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._open import connect, open_database, open_read_only, read_only_query
-from ._options import QueueOptions, QueueSettings, queue_settings
+from ._options import QueueOptions, queue_settings
 from ._queue import StoredQueue, subject_of
 from ._records import RecordStore
 from ._topics import Topics
@@ -257,11 +257,7 @@ class Queues:
         """
         check_name(f"sqliteq: {self._db.path}", name)
 
-        def body(conn: sqlite3.Connection, now: int) -> str | None:
-            row = conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()
-            return None if row is None else str(row[0])
-
-        kind = self._db.query(body, "open_queue")
+        kind = self._stored_kind(name)
         if kind is None:
             raise QueueNotFoundError(self._db.path, name)
         if kind == "priority":
@@ -285,20 +281,11 @@ class Queues:
         check_name(f"sqliteq: {self._db.path}", name)
         settings = queue_settings(subject_of(self._db, name), options)
         kind = "priority" if issubclass(cls, PriorityQueue) else "fifo"
-        if self._db.read_only:
-            return self._open_existing(cls, name, kind, settings)
-
-        def body(conn: sqlite3.Connection, now: int) -> str:
-            conn.execute(_sql.REGISTER_QUEUE, {"queue": name, "kind": kind})
-            return str(conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()[0])
-
-        stored = self._db.transaction(body, "open_queue")
+        stored = self._stored_kind(name) if self._db.read_only else self._register(name, kind)
+        if stored is None:  # a read-only file opens only the queues it has
+            raise QueueNotFoundError(self._db.path, name)
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
-        return self._made(cls, name, settings)
-
-    def _made(self, cls: type[Q], name: str, settings: QueueSettings) -> Q:
-        """A queue object of ``cls``, composed of its job records and its dead-letter shelf."""
         db, watcher = self._db, self._watcher
         subject = subject_of(db, name)
         records = RecordStore(db, watcher, name, subject, settings)
@@ -307,16 +294,20 @@ class Queues:
             db, name, settings, watcher=watcher, writer=self._writer, records=records, dead=dead
         )
 
-    def _open_existing(self, cls: type[Q], name: str, kind: str, settings: QueueSettings) -> Q:
-        """Open ``name`` without writing (a read-only file): it must exist, as ``kind``."""
+    def _register(self, name: str, kind: str) -> str:
+        """Record that ``name`` is a queue of ``kind`` unless it is one already; its kind."""
+
+        def body(conn: sqlite3.Connection, now: int) -> str:
+            conn.execute(_sql.REGISTER_QUEUE, {"queue": name, "kind": kind})
+            return str(conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()[0])
+
+        return self._db.transaction(body, "open_queue")
+
+    def _stored_kind(self, name: str) -> str | None:
+        """The kind of the queue ``name`` in the file, without writing; ``None``: no such."""
 
         def body(conn: sqlite3.Connection, now: int) -> str | None:
             row = conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()
             return None if row is None else str(row[0])
 
-        stored = self._db.query(body, "open_queue")
-        if stored is None:
-            raise QueueNotFoundError(self._db.path, name)
-        if stored != kind:
-            raise QueueKindError(self._db.path, name, stored, kind)
-        return self._made(cls, name, settings)
+        return self._db.query(body, "open_queue")

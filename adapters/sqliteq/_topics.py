@@ -76,25 +76,22 @@ class Topics:
         """Route every publish matching ``pattern`` into the queue named ``queue`` (made a
         FIFO queue by the first copy if it was never opened), for every process using the
         file; whether the binding is new."""
-        check_pattern(pattern)
-        check_queue_name(self._subject, queue)
-        params = {"pattern": pattern, "queue": queue}
-
-        def body(conn: sqlite3.Connection, now: int) -> bool:
-            return conn.execute(_sql.BIND_TOPIC, params).rowcount == 1
-
-        return self._write(f"bind {pattern!r} to queue {queue!r}", body)
+        return self._change(_sql.BIND_TOPIC, pattern, queue, f"bind {pattern!r} to queue")
 
     def unbind(self, pattern: str, queue: str) -> bool:
         """Remove the binding of ``queue`` under ``pattern``; whether there was one."""
+        return self._change(_sql.UNBIND_TOPIC, pattern, queue, f"unbind {pattern!r} from queue")
+
+    def _change(self, statement: str, pattern: str, queue: str, what: str) -> bool:
+        """Add or remove the binding ``(pattern, queue)`` with ``statement``; whether it did."""
         check_pattern(pattern)
         check_queue_name(self._subject, queue)
         params = {"pattern": pattern, "queue": queue}
 
         def body(conn: sqlite3.Connection, now: int) -> bool:
-            return conn.execute(_sql.UNBIND_TOPIC, params).rowcount == 1
+            return conn.execute(statement, params).rowcount == 1
 
-        return self._write(f"unbind {pattern!r} from queue {queue!r}", body)
+        return self._write(f"{what} {queue!r}", body)
 
     def bindings(self) -> list[tuple[str, str]]:
         """Every binding in the file as ``(pattern, queue)``, sorted by pattern, then queue."""
