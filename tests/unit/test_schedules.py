@@ -115,6 +115,14 @@ def test_cron_occurrences_are_the_matches_of_the_expression_in_utc() -> None:
         _schedule(cron="61 * * * *")
 
 
+def test_six_cron_fields_are_seconds_first_and_seconds_written_last_are_refused() -> None:
+    pytest.importorskip("cronsim")
+    two = _schedule(cron="*/2 * * * * *")
+    assert two.next_after(_at("2025-06-01T10:07:30")) == _at("2025-06-01T10:07:32")
+    with pytest.raises(ValueError, match=r"seconds first.*cron='\*/2 \* \* \* \* \*'"):
+        _schedule(cron="* * * * * */2")  # read as every second: refused, the fix named
+
+
 def test_a_schedule_fires_on_an_in_memory_queue_and_stops_when_cancelled() -> None:
     counter = _Counter()
     worker = varmq.new_worker(counter.fn, 1)

@@ -77,6 +77,7 @@ class _Cron:
                 "varmq: schedule(cron=...) needs the cronsim package: "
                 "pip install 'varmq[cron]' (every=SECONDS needs nothing)"
             ) from exc
+        _refuse_seconds_last(expression)
         try:
             CronSim(expression, datetime.datetime.now(_UTC))
         except CronSimError as exc:
@@ -100,6 +101,24 @@ class _Cron:
             return next(self._sim(self.expression, start)).timestamp()
         except StopIteration:  # no match in the next 50 years: look again in a day
             return now + 86_400.0
+
+
+def _refuse_seconds_last(expression: str) -> None:
+    """Refuse a six-field expression that looks written with the seconds last.
+
+    Six fields are read as SECOND MINUTE HOUR DAY MONTH WEEKDAY (cronsim's order): the seconds
+    come first. ``"* * * * * */2"`` would then fire every second, on every other weekday; it
+    almost surely meant every two seconds. A six-field expression whose first field is ``*``
+    and whose last is not is refused with the form it probably meant.
+    """
+    fields = expression.split()
+    if len(fields) == 6 and fields[0] == "*" and fields[-1] != "*":
+        meant = " ".join([fields[-1], *fields[:-1]])
+        raise ValueError(
+            f"varmq: cron={expression!r} has six fields: they are read as SECOND MINUTE HOUR "
+            f"DAY MONTH WEEKDAY, seconds first, so it would fire every second; for the "
+            f"seconds you gave last, write cron={meant!r}"
+        )
 
 
 class Schedule:
