@@ -47,3 +47,25 @@ worker = varmq.new_worker(
 worker.with_distributed_queue(
     _store.new_distributed_queue(os.environ["SERVICE_QUEUE"], visibility_timeout=VISIBILITY_TIMEOUT)
 )
+
+
+def two_workers() -> list[varmq.Worker[Any, None]]:
+    """A busy worker and an idle one sharing ``_store``, each closing it in ``on_shutdown``, as
+    docs/deploy.md shows: the idle one stops first, and its hook must not close the store
+    under the busy one's running jobs. Jobs take ``SERVICE_JOB_SECONDS``."""
+    seconds = float(os.environ.get("SERVICE_JOB_SECONDS", JOB_SECONDS))
+
+    def slow(job: varmq.Job[Any]) -> None:
+        _note(f"start {job.id}")
+        time.sleep(seconds)
+        _note(f"done {job.id}")
+
+    busy = varmq.new_worker(slow, 4, prefetch=8, auto_run=False, on_shutdown=_closed)
+    busy.with_distributed_queue(
+        _store.new_distributed_queue(
+            os.environ["SERVICE_QUEUE"], visibility_timeout=VISIBILITY_TIMEOUT
+        )
+    )
+    idle = varmq.new_worker(slow, 1, auto_run=False, on_startup=_ready, on_shutdown=_closed)
+    idle.with_distributed_queue(_store.new_distributed_queue(os.environ["SERVICE_QUEUE"] + "-idle"))
+    return [busy, idle]

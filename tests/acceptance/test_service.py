@@ -62,15 +62,23 @@ def _wait_for(predicate: object, what: str, timeout: float = DEADLINE) -> None:
         time.sleep(0.02)  # polling another process's log file: there is nothing to wait on
 
 
-def _service(store: str, queue: str, log: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "SERVICE_STORE": store, "SERVICE_QUEUE": queue, "SERVICE_LOG": str(log)}
+def _service(
+    store: str, queue: str, log: Path, target: str = "worker", job_seconds: float = 0.05
+) -> subprocess.Popen[str]:
+    env = {
+        **os.environ,
+        "SERVICE_STORE": store,
+        "SERVICE_QUEUE": queue,
+        "SERVICE_LOG": str(log),
+        "SERVICE_JOB_SECONDS": str(job_seconds),
+    }
     return subprocess.Popen(
         [
             sys.executable,
             "-m",
             "varmq",
             "worker",
-            "tests.acceptance.service_app:worker",
+            f"tests.acceptance.service_app:{target}",
             "--grace",
             str(GRACE),
         ],
@@ -140,3 +148,65 @@ def test_sigterm_mid_run_exits_0_and_hands_taken_jobs_to_the_other_consumer(
         if second_starts[i] > exited_at + 1.0
     }
     assert late == {}, f"handed-back jobs the other consumer started more than 1 s later: {late}"
+
+
+def test_two_workers_closing_their_shared_store_on_shutdown_run_no_job_twice(
+    store: str, tmp_path: Path
+) -> None:
+    """Two workers of one ``varmq worker`` share a store and each closes it in ``on_shutdown``
+    (docs/deploy.md's set-up). On SIGTERM the idle one stops at once; the store must stay open
+    until the busy one's running jobs are acknowledged, or they run again: then the summary and
+    the exit status must say so. A second process drains the rest; every job id is counted."""
+    queue = f"service2-{os.getpid()}-{time.monotonic_ns()}"
+    jobs = 80
+    queues = open_store(store)
+    handle = varmq.new_distributed_queue(queues.new_distributed_queue(queue))
+    for i in range(jobs):
+        assert handle.add({"n": i}, job_id=f"job-{i:03d}")
+    queues.close()
+
+    first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+    first = _service(store, queue, first_log, target="two_workers", job_seconds=0.4)
+    second: subprocess.Popen[str] | None = None
+    try:
+        # Mid-job: 4 jobs of 0.4 s are running when SIGTERM arrives.
+        _wait_for(
+            lambda: sum(kind == "start" for _, kind, _ in _lines(first_log)) >= 10,
+            "the first service to start 10 jobs",
+        )
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=GRACE + 30)
+        assert "after SIGTERM" in err, err
+        summary = err.split("varmq: stopped 2 workers", 1)[1].splitlines()[0]
+        unacknowledged = int(summary.split(" not acknowledged")[0].rsplit(", ", 1)[-1])
+        second = _service(store, queue, second_log)
+
+        def all_done() -> bool:
+            done = [i for _, k, i in _lines(first_log) + _lines(second_log) if k == "done"]
+            return len(set(done)) >= jobs
+
+        _wait_for(all_done, f"all {jobs} jobs to be done")
+        second.send_signal(signal.SIGTERM)
+        _, second_err = second.communicate(timeout=GRACE + 30)
+        assert second.returncode == 0, second_err
+    finally:
+        for process in (first, second):
+            if process is not None:
+                process.kill()
+                process.wait()
+    done = [i for _, k, i in _lines(first_log) + _lines(second_log) if k == "done"]
+    twice = sorted(i for i in set(done) if done.count(i) > 1)
+    assert sorted(set(done)) == [f"job-{i:03d}" for i in range(jobs)]
+    # A done job whose acknowledgement failed is still leased: it would run again (after the
+    # 60 s lease) on top of those that already ran twice.
+    queues = open_store(store)
+    try:
+        left = queues.new_distributed_queue(queue).stats()
+    finally:
+        queues.close()
+    again = len(twice) + left["in_flight"] + left["waiting"]
+    # None ran twice unless the summary and the exit status said so.
+    assert again <= unacknowledged, (twice, left, summary)
+    assert (first.returncode == 0) == (unacknowledged == 0), (first.returncode, summary)
+    assert (twice, left["in_flight"]) == ([], 0), f"jobs to run twice: {twice}, {left}; {summary}"
+    assert first.returncode == 0, err

@@ -176,6 +176,7 @@ class RestContract:
             "lost": 0,
             "timed_out": 0,
             "released": 0,
+            "unacknowledged": 0,
         }
 
     def test_unknown_worker_is_404_for_details_actions_and_concurrency(self, api: Any) -> None:

@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import datetime
 import decimal
+import logging
 import threading
 import time
 import uuid
@@ -205,6 +206,22 @@ def test_failed_acknowledgement_is_reported_with_job_and_ack_id(storage, workers
     assert error.job_id == "job-9" and error.ack_id
     assert "job-9" in str(error) and error.ack_id in str(error)
     assert worker.metrics.completed == 1
+
+
+def test_failed_acknowledgement_is_counted_and_logged_as_a_warning_naming_the_queue(
+    storage, workers, caplog: pytest.LogCaptureFixture
+) -> None:
+    q = storage.new_queue("mail")
+    q.faults.refuse_ack = True
+    worker = varmq.new_worker(lambda job: None, name="mailer")
+    workers.append(worker)
+    with caplog.at_level(logging.WARNING, logger="varmq.worker"):
+        assert worker.with_persistent_queue(q).add("x", job_id="job-9")
+        assert worker.wait(WAIT)
+    assert worker.metrics.unacknowledged == 1
+    [line] = [r.getMessage() for r in caplog.records if "job-9" in r.getMessage()]
+    assert "worker mailer" in line and "queue 'mail'" in line
+    assert "failed to acknowledge job 'job-9'" in line and "runs again" in line
 
 
 def test_job_that_raised_is_acknowledged_counted_failed_and_reported(storage, workers) -> None:

@@ -28,7 +28,7 @@ from ..engine.thread_runner import ThreadRunner
 from ..engine.timer import Timer
 from ..engine.waits import wait_for, wait_for_async
 from ..model import validate
-from ..model.errors import RunningWorkerError
+from ..model.errors import AcknowledgeJobError, RunningWorkerError
 from ..model.groups import (
     EnqueuedErrGroupJob,
     EnqueuedGroupJob,
@@ -53,6 +53,7 @@ from .storage_queues import (
     PersistentPriorityQueue,
     PersistentQueue,
 )
+from .unsettled import UnsettledLog
 
 __all__ = [
     "BaseWorker",
@@ -179,6 +180,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
         # True while on_shutdown runs (guarded by the dispatcher's lock): a wait for the stop
         # also waits for it.
         self._hook_running = False
+        # Set once, before start, by varmq.run: then the hook waits for every worker it runs.
+        self._shutdown_hook_held = False
         self._error_handler = error_handler
         self._handler_takes_job = validate.takes_job(error_handler)
         self._log_failures = log_failures
@@ -189,6 +192,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._handler_failed = False
         label = self._name or f"worker@{id(self):x}"
         self._label = label
+        self._unsettled_log = UnsettledLog(log, label)
         self._is_async = _is_coroutine_function(fn)
 
         def make_runner(dispatch: Dispatcher) -> ThreadRunner | AsyncRunner:
@@ -253,7 +257,11 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._timer.poke()
 
     def _report(self, exc: BaseException, job: FailedJob | None = None) -> None:
-        """Report ``exc``: to ``errs()``, the error handler and, for a failed job, the log."""
+        """Report ``exc``: to ``errs()``, the error handler and, for a failed job or a failed
+        settle (the job runs again: ``unacknowledged``), the log."""
+        if isinstance(exc, AcknowledgeJobError):
+            self._dispatch.count_unacknowledged()
+            self._unsettled_log.warn(exc)
         if job is not None and self._log_failures:
             log.warning(
                 "job %r of queue %r failed on attempt %d: %s: %s",
@@ -288,7 +296,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._timer.stop()
         for source in self._dispatch.sources:
             source.worker_stopped()
-        if self._on_shutdown is not None:
+        if self._on_shutdown is not None and not self._shutdown_hook_held:
             # Not under the lock, and not in a thread that runs jobs: a thread of its own.
             self._hook_running = True
             threading.Thread(
@@ -297,6 +305,13 @@ class BaseWorker(MemoryBinding[T, H, G]):
                 name=f"varmq:{self._label}:shutdown",
                 daemon=True,
             ).start()
+
+    def _hold_shutdown_hook(self) -> Callable[[], object] | None:
+        """For :func:`varmq.run`: ``on_shutdown`` no longer runs when this worker stops; the
+        hook is returned for the caller to run once every worker sharing the process stopped
+        (a store one worker's hook closes may still hold another's jobs)."""
+        self._shutdown_hook_held = True
+        return self._on_shutdown
 
     def _run_shutdown_hook(self, hook: Callable[[], object]) -> None:
         try:

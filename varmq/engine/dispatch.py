@@ -230,6 +230,12 @@ class Dispatcher:
         with self.lock:
             self.metrics.dropped += n
 
+    def count_unacknowledged(self) -> None:
+        """Count a settle the storage refused or failed (``unacknowledged``); never called
+        under :attr:`lock` (storage calls are not made under it)."""
+        with self.lock:
+            self.metrics.unacknowledged += 1
+
     def add_submitted(self, n: int) -> None:
         """Count jobs accepted for later (delayed): nothing to wake for yet."""
         self.check_process()

@@ -257,15 +257,33 @@ class ParseJobError(VarMQError):
 
 
 class AcknowledgeJobError(VarMQError):
-    """The storage refused or failed an acknowledgement; the job may be delivered again."""
+    """The storage refused or failed to settle a taken job (its acknowledgement, or its nack,
+    release, dead letter or failure): the job runs again once its lease runs out.
 
-    def __init__(self, job_id: str, ack_id: str, cause: BaseException | None = None) -> None:
-        detail = f": {cause!r}" if cause is not None else ""
+    ``queue`` names the queue and ``op`` the settle (``"acknowledge"``, ``"nack"``, ...) where
+    the worker knows them; ``cause`` is the storage's error, ``None`` when it refused (the lease
+    was lost, taken over, or the store closed).
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        ack_id: str,
+        cause: BaseException | None = None,
+        *,
+        queue: str = "",
+        op: str = "acknowledge",
+    ) -> None:
+        why = f"{type(cause).__name__}: {cause}" if cause is not None else "refused by the storage"
+        where = f"queue {queue!r}: " if queue else ""
         super().__init__(
-            f"queue failed to acknowledge job: job_id={job_id!r}, ack_id={ack_id!r}{detail}"
+            f"{where}failed to {op} job {job_id!r} (ack id {ack_id!r}): {why}; the job runs "
+            "again once its lease runs out"
         )
         self.job_id = job_id
         self.ack_id = ack_id
+        self.queue = queue
+        self.op = op
 
 
 class LeaseLostError(VarMQError):

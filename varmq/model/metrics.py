@@ -62,6 +62,10 @@ class Metrics:
     - ``timed_out``: runs that passed their timeout (each also counts as ``failed``).
     - ``lost``: jobs taken from storage whose lease ran out (or was taken over) before a slot
       was free to start them: not run here, since the storage hands them out again.
+    - ``unacknowledged``: settles of storage jobs (acknowledgements, nacks, releases, dead
+      letters) that the storage refused or failed: those jobs run again once their lease runs
+      out, in this process or another. Each is also logged (at ``WARNING``) and reported as an
+      :class:`~varmq.AcknowledgeJobError`.
     - ``dropped``: topic messages that the worker's ``bind_topic`` subscriptions dropped
       because their buffer was full (``on_full="drop_oldest"`` or ``"drop_newest"``). Each
       message a subscription buffered counts in ``submitted``.
@@ -83,10 +87,11 @@ class Metrics:
         "submitted",
         "successful",
         "timed_out",
+        "unacknowledged",
     )
 
     def __init__(self, lock: threading.Lock | None = None) -> None:
-        # Guards the ten counters. The worker passes its own lock, under which it already
+        # Guards the eleven counters. The worker passes its own lock, under which it already
         # is when a job finishes, so counting costs no extra lock round trip.
         self._lock = lock if lock is not None else threading.Lock()
         self.submitted = 0
@@ -99,6 +104,7 @@ class Metrics:
         self.timed_out = 0
         self.released = 0
         self.dropped = 0
+        self.unacknowledged = 0
         # None until observe_durations: then bounds, per-bucket counts, sum (guarded by _lock).
         self._buckets: tuple[tuple[float, ...], list[int], list[float]] | None = None
         #: Whether job durations are measured (see :meth:`observe_durations`).
@@ -142,12 +148,13 @@ class Metrics:
                 self._buckets = (bounds, [0] * (len(bounds) + 1), [0.0])
             self.submitted = self.completed = self.successful = self.failed = 0
             self.retried = self.dead_lettered = self.lost = self.timed_out = 0
-            self.released = self.dropped = 0
+            self.released = self.dropped = self.unacknowledged = 0
 
     def __repr__(self) -> str:
         return (
             f"Metrics(submitted={self.submitted}, completed={self.completed}, "
             f"successful={self.successful}, failed={self.failed}, retried={self.retried}, "
             f"dead_lettered={self.dead_lettered}, lost={self.lost}, "
-            f"timed_out={self.timed_out}, released={self.released}, dropped={self.dropped})"
+            f"timed_out={self.timed_out}, released={self.released}, dropped={self.dropped}, "
+            f"unacknowledged={self.unacknowledged})"
         )

@@ -63,6 +63,7 @@ _COUNTER_HELP = {
     "lost": "Jobs taken from storage whose lease ran out before they could start",
     "timed_out": "Runs that passed their timeout",
     "released": "Jobs taken from storage but not started, handed back when the worker stopped",
+    "unacknowledged": "Settles of taken jobs the storage refused or failed: those jobs run again",
 }
 # (metric name, worker property, help)
 _WORKER_GAUGES = (

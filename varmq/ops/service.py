@@ -8,8 +8,11 @@ What an operator's process manager (systemd, Docker, Kubernetes) expects of a co
    seconds to finish and be acknowledged;
 3. jobs still running when the grace ends are left to their leases (another consumer gets them
    when the lease expires) and reported; a second signal ends the wait at once;
-4. ``on_shutdown`` runs, one summary line is logged, and the exit status is 0 after a clean
-   drain, 1 when jobs were left running.
+4. the workers' own ``on_shutdown`` hooks run, once every worker has stopped (a store one
+   worker's hook closes may hold another worker's jobs), each distinct hook once; then one
+   summary line is logged, then ``run``'s own ``on_shutdown``;
+5. the exit status is 0 after a clean drain, 1 when jobs were left running or a settle failed
+   (an acknowledgement the storage refused: that job runs again).
 """
 
 from __future__ import annotations
@@ -85,19 +88,48 @@ def _stop(workers: list[AnyWorker], shutdown: _Shutdown) -> float:
     return time.monotonic()
 
 
+def _held_hooks(workers: list[AnyWorker]) -> list[Hook]:
+    """Take the workers' ``on_shutdown`` hooks over: each distinct one, in worker order."""
+    hooks: list[Hook] = []
+    for worker in workers:
+        hook = worker._hold_shutdown_hook()
+        if hook is not None and hook not in hooks:  # == : the same bound method counts once
+            hooks.append(hook)
+    return hooks
+
+
+def _run_hooks(hooks: list[Hook]) -> None:
+    """Run the workers' hooks, each even if one before it raised (logged, not raised)."""
+    for hook in hooks:
+        try:
+            hook()
+        except Exception:
+            log.exception("varmq: an on_shutdown hook raised")
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _summary(workers: list[AnyWorker], started: float, shutdown: _Shutdown) -> int:
     """Log one line about how the workers stopped; the exit status."""
     running = sum(w.num_processing for w in workers if not w.is_stopped)
     completed = sum(w.metrics.completed for w in workers)
     released = sum(w.metrics.released for w in workers)
+    unsettled = sum(w.metrics.unacknowledged for w in workers)
     took = time.monotonic() - started
     line = (
-        f"varmq: stopped {len(workers)} worker{'' if len(workers) == 1 else 's'} in {took:.1f} s"
-        f" after {shutdown.signal_name or 'shutdown'}: {completed} jobs completed, {released}"
-        f" taken jobs handed back to storage, {running} still running"
+        f"varmq: stopped {_plural(len(workers), 'worker')} in {took:.1f} s after "
+        f"{shutdown.signal_name or 'shutdown'}: {_plural(completed, 'job')} completed, "
+        f"{released} taken {'job' if released == 1 else 'jobs'} handed back to storage, "
+        f"{running} still running, {unsettled} not acknowledged"
     )
-    if running:
-        log.warning("%s (left to their leases: they run again on another consumer)", line)
+    if running or unsettled:
+        log.warning(
+            "%s (left to their leases: those jobs run again, on this or another consumer, "
+            "once their lease runs out)",
+            line,
+        )
         return ABANDONED
     log.info("%s", line)
     return CLEAN
@@ -113,9 +145,11 @@ def run(
     """Run ``worker`` (and ``workers``) until SIGTERM or SIGINT, then stop them gracefully.
 
     Blocks; call it from the main thread (signals are delivered there). Returns the exit
-    status: 0 when every running job finished within ``grace`` seconds, 1 when some were left
-    to their leases (the job, not the process, is what a lease protects). ``on_startup`` runs
-    before the workers start, ``on_shutdown`` after they stopped (or the grace ended).
+    status: 0 when every running job finished within ``grace`` seconds and was acknowledged, 1
+    when some were left to their leases or their acknowledgement failed (the job, not the
+    process, is what a lease protects). ``on_startup`` runs before the workers start,
+    ``on_shutdown`` after they stopped (or the grace ended). The workers' own ``on_shutdown``
+    hooks wait for every worker given here to stop, then run once each.
     """
     every = _check((worker, *workers), grace)
     if threading.current_thread() is not threading.main_thread():
@@ -124,6 +158,7 @@ def run(
             "other threads, stop the workers yourself (stop_and_wait)"
         )
     shutdown = _Shutdown()
+    hooks = _held_hooks(every)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         shutdown.ask(signum)
@@ -141,6 +176,7 @@ def run(
             while not each.wait_until_stopped(timeout=0.1):
                 if shutdown.forced.is_set() or time.monotonic() >= deadline:
                     break
+        _run_hooks(hooks)
         status = _summary(every, started, shutdown)
     finally:
         for sig, handler in previous.items():
@@ -164,6 +200,7 @@ async def run_async(
     every = _check((worker, *workers), grace)
     loop = asyncio.get_running_loop()
     shutdown = _Shutdown()
+    hooks = _held_hooks(every)
     asked = asyncio.Event()
 
     def on_signal(signum: int) -> None:
@@ -185,6 +222,7 @@ async def run_async(
                 if shutdown.forced.is_set() or time.monotonic() >= deadline:
                     break
                 await asyncio.sleep(0.05)
+        await asyncio.to_thread(_run_hooks, hooks)  # a store's close may block
         status = _summary(every, started, shutdown)
     finally:
         for sig in installed:

@@ -59,6 +59,7 @@ COUNTERS = (
     "lost",
     "timed_out",
     "released",
+    "unacknowledged",
 )
 """The counters of :class:`varmq.Metrics`, in the order they are shown."""
 COUNTS = ("waiting", "in_flight", "delayed", "dead", "oldest_age")

@@ -105,14 +105,15 @@ class Leases:
         storage: Any,
         *,
         name: str,
+        label: str,
         records: bool,
         results: bool,
         report: Report,
         on_settled: Callable[[], None],
         stop_cancelled: Callable[[list[StorageJob]], None],
     ) -> None:
-        """``name`` names the renewal thread; ``results``: acknowledgements carry a result
-        worker's values (``acknowledge_with_results``)."""
+        """``name`` names the renewal thread, ``label`` the queue; ``results``:
+        acknowledgements carry a result worker's values (``acknowledge_with_results``)."""
         self._storage = storage
         self._records = records
         self._report = report
@@ -128,6 +129,7 @@ class Leases:
             on_settled=on_settled,
             on_hold=self._renewer.poke,
             results=results,
+            label=label,
         )
 
     def seconds(self) -> float:
@@ -274,8 +276,10 @@ class Acknowledgements:
         on_settled: Callable[[], None],
         on_hold: Callable[[float], None],
         results: bool = False,
+        label: str = "",
     ) -> None:
         self._storage = storage
+        self._label = label  # the queue's name, in errors
         self._results = results
         #: Whether acknowledgements go in batches (then the jobs of a take may wait together).
         self.batched = batched or results  # acknowledge_with_results takes batches
@@ -408,7 +412,7 @@ class Acknowledgements:
         if outcome is True:
             return
         cause = outcome if isinstance(outcome, BaseException) else None
-        self._report(AcknowledgeJobError(job.id, job.ack_id, cause))
+        self._report(AcknowledgeJobError(job.id, job.ack_id, cause, queue=self._label))
 
 
 def take_of(jobs: Sequence[StorageJob], taken_at: float, lease: float) -> None:

@@ -113,6 +113,7 @@ class StorageSource(Source):
         self._leases = Leases(
             storage,
             name=f"{thread_name}:leases:{self.label}",
+            label=self.label,
             records=self.records,
             results=self._results,
             report=self._report,
@@ -282,23 +283,29 @@ class StorageSource(Source):
         try:
             released = bool(self.storage.release(job.ack_id))
         except Exception as exc:
-            self._report(AcknowledgeJobError(job.id, job.ack_id, exc))
+            self._report(self._unsettled(job.id, job.ack_id, "release", exc))
             released = False
         else:
             if not released:
-                self._report(AcknowledgeJobError(job.id, job.ack_id))
+                self._report(self._unsettled(job.id, job.ack_id, "release"))
         self._acks.leave(job)
         return released
+
+    def _unsettled(
+        self, job_id: str, ack_id: str, op: str, cause: BaseException | None = None
+    ) -> AcknowledgeJobError:
+        """The error of a settle the storage refused (``cause``: or failed)."""
+        return AcknowledgeJobError(job_id, ack_id, cause, queue=self.label, op=op)
 
     def _nack(self, job: StorageJob, delay: float) -> None:
         """Give the job back to be taken again after ``delay`` seconds."""
         try:
             kept = bool(self.storage.nack(job.ack_id, delay))
         except Exception as exc:
-            self._report(AcknowledgeJobError(job.id, job.ack_id, exc))
+            self._report(self._unsettled(job.id, job.ack_id, "nack", exc))
             return
         if not kept:
-            self._report(AcknowledgeJobError(job.id, job.ack_id))
+            self._report(self._unsettled(job.id, job.ack_id, "nack"))
             return
         self.expect_due(delay)
         self._on_delayed()
@@ -308,10 +315,10 @@ class StorageSource(Source):
         try:
             ended = bool(self.storage.fail(job.ack_id, encode_error(error)))
         except Exception as exc:
-            self._report(AcknowledgeJobError(job.id, job.ack_id, exc))
+            self._report(self._unsettled(job.id, job.ack_id, "fail", exc))
             return
         if not ended:
-            self._report(AcknowledgeJobError(job.id, job.ack_id))
+            self._report(self._unsettled(job.id, job.ack_id, "fail"))
 
     def _bury(
         self, job_id: str, ack_id: str, error: str, cause: BaseException | None = None
@@ -327,10 +334,10 @@ class StorageSource(Source):
             else:
                 moved = bool(self.storage.dead_letter(ack_id, error))
         except Exception as exc:
-            self._report(AcknowledgeJobError(job_id, ack_id, exc))
+            self._report(self._unsettled(job_id, ack_id, "dead-letter", exc))
             return
         if not moved:
-            self._report(AcknowledgeJobError(job_id, ack_id))
+            self._report(self._unsettled(job_id, ack_id, "dead-letter"))
 
     # -- time --------------------------------------------------------------------------------
 
