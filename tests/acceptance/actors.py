@@ -47,8 +47,13 @@ def produce(store: str, queue: str, first: int, count: int) -> None:
     queues = open_store(store)
     handle = varmq.new_distributed_queue(queues.new_distributed_queue(queue))
     for i in range(first, first + count):
-        while not handle.add({"n": i}, job_id=f"job-{i}"):
-            time.sleep(0.05)  # storage unreachable for a moment: try again, dedup keeps it once
+        while True:
+            try:
+                if handle.add({"n": i}, job_id=f"job-{i}", strict=True):
+                    break
+            except varmq.EnqueueError:
+                pass  # storage unreachable for a moment: try again, dedup keeps the job once
+            time.sleep(0.05)
     queues.close()
 
 

@@ -3,6 +3,7 @@ is logged with its traceback, and nothing in the worker's own path can wedge it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from datetime import datetime, timedelta, timezone
@@ -253,3 +254,23 @@ def test_run_at_in_the_past_runs_at_once() -> None:
     worker = varmq.new_worker(lambda job: done.set())
     worker.bind_queue().add(1, run_at=datetime.now(timezone.utc) - timedelta(hours=1))
     assert done.wait(WAIT)
+
+
+@pytest.mark.parametrize("how", ["add", "add_async"])
+def test_an_add_the_storage_fails_raises_enqueue_error_strict_or_not(how: str) -> None:
+    """``False`` means "duplicate" or "full"; an unreachable storage is not that, and a caller
+    that ignores the answer must not lose the job without an exception."""
+    storage = MemoryStorage()
+    q = storage.new_queue("emails")
+    handle = varmq.new_worker(noop, auto_run=False).with_persistent_queue(q)
+    q.faults.unreachable = ConnectionError("connection refused")
+    with pytest.raises(
+        varmq.EnqueueError, match=r"queue 'emails'.*'j-1'.*connection refused"
+    ) as exc:
+        if how == "add":
+            handle.add("a", job_id="j-1")
+        else:
+            asyncio.run(handle.add_async("a", job_id="j-1"))
+    assert isinstance(exc.value.__cause__, ConnectionError)
+    q.faults.unreachable = None
+    assert handle.add("a", job_id="j-1") is True and len(handle) == 1

@@ -12,7 +12,6 @@ dead letters, and follows its jobs by id on a queue that keeps records
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple
@@ -37,7 +36,6 @@ __all__ = [
     "PersistentQueue",
 ]
 
-log = logging.getLogger("varmq")
 
 T = TypeVar("T")
 W = TypeVar("W", default=Any)
@@ -193,10 +191,9 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         return self._stored(write, ok, strict)
 
     def _failed(self, write: _Write, exc: Exception, strict: bool) -> bool:
-        if strict:
-            raise EnqueueError(self._label, write.job_id, f"{type(exc).__name__}: {exc}") from exc
-        log.warning("varmq: enqueue to queue %r failed: %r", self._label, exc)
-        return False
+        """A storage error: raised, ``strict`` or not. ``False`` would read as "full" or
+        "duplicate", and a caller that ignores it (a web handler) would lose the job."""
+        raise EnqueueError(self._label, write.job_id, f"{type(exc).__name__}: {exc}") from exc
 
     def _stored(self, write: _Write, ok: bool, strict: bool) -> bool:
         """Account an add the storage answered: tell the worker, or refuse."""
@@ -289,12 +286,17 @@ class _FifoAdd(_StorageHandle[T]):
         timeout: float | None = None,
         strict: bool = False,
     ) -> bool:
-        """Store a job; ``False`` when refused (closed, full, storage error).
+        """Store a job; ``False`` when not stored for a reason that is not a failure.
+
+        ``False``: the queue's capacity is reached, or the store was closed. (A job id already
+        stored answers ``True``: the job is there.) A storage error (unreachable, disk full, a
+        locked or damaged file) raises :class:`~varmq.EnqueueError`, its cause chained,
+        ``strict`` or not.
 
         ``data`` must be JSON-encodable (after the worker's ``payload_encoder``, if any):
         anything else raises ``TypeError`` naming the queue and job. ``timeout`` is stored with
         the job, so the consumer fails it with :class:`~varmq.JobTimeoutError` if it runs
-        longer. With ``strict``, a refusal raises :class:`~varmq.EnqueueError` instead of
+        longer. With ``strict``, a refusal raises :class:`~varmq.EnqueueError` too, instead of
         giving ``False``.
         """
         return self._add(
@@ -332,8 +334,9 @@ class _PriorityAdd(_StorageHandle[T]):
         timeout: float | None = None,
         strict: bool = False,
     ) -> bool:
-        """Store a job with ``priority``; ``False`` when refused (``strict``:
-        :class:`~varmq.EnqueueError`). Other arguments as for the FIFO ``add``."""
+        """Store a job with ``priority``; ``False`` when refused (full, closed;
+        ``strict``: :class:`~varmq.EnqueueError`), a storage error raises
+        :class:`~varmq.EnqueueError`. Other arguments as for the FIFO ``add``."""
         return self._add(
             data,
             priority_of(priority),
