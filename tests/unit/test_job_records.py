@@ -327,7 +327,8 @@ def test_a_cancel_through_a_bound_handle_reaches_its_running_job_at_once(
         return "late"
 
     worker = varmq.new_result_worker(long_job, 1)
-    # visibility_timeout 300: the next renewal is 5 s away; the cancel does not wait for it.
+    # The default lease (30 s) is renewed every 5 s on a queue with records: the cancel does
+    # not wait for the next renewal.
     handle = worker.with_distributed_queue(storage.new_distributed_queue("jobs", keep_results=60))
     assert handle.add("x", job_id="job-1")
     assert started.wait(WAIT)

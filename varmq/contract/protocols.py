@@ -318,8 +318,12 @@ MAX_PRIORITY = 2**53
 """Priorities run from ``-MAX_PRIORITY`` to ``MAX_PRIORITY``: integers a double holds exactly."""
 MAX_COUNT = 2**63 - 1
 """Largest capacity, limit or batch size: a signed 64-bit integer."""
-DEFAULT_VISIBILITY_TIMEOUT = 300.0
-"""Seconds a lease lasts unless the queue is opened with another ``visibility_timeout``."""
+DEFAULT_VISIBILITY_TIMEOUT = 30.0
+"""Seconds a lease lasts unless the queue is opened with another ``visibility_timeout``.
+
+Short, because a worker renews the lease of every job it holds each third of it: a running job
+keeps its lease however long it runs, and the jobs of a consumer that died come back within
+this many seconds of its last renewal."""
 DEFAULT_DEAD_LETTER_LIMIT = 10_000
 """Dead letters kept per queue unless opened with another ``dead_letter_limit``."""
 DEFAULT_DEAD_LETTER_MAX_AGE = 604_800.0

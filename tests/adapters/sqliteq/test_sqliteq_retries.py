@@ -37,7 +37,7 @@ def take(q: Any) -> tuple[bytes, str]:
 
 def test_delays_survive_closing_and_reopening_the_file(db_path: Path, clock: FakeWallClock) -> None:
     with sqliteq.new(db_path, clock=clock) as queues:
-        q = queues.new_priority_queue("work")
+        q = queues.new_priority_queue("work", visibility_timeout=1000)
         assert q.enqueue_delayed(b"delayed", 60, "job-1", 1)
         assert q.enqueue(b"waiting", 5)
         assert q.dequeue_with_ack_id() is not None  # "waiting" leased, never acknowledged
