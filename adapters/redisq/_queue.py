@@ -102,7 +102,7 @@ class _StoredQueue:
         )
 
     def __repr__(self) -> str:
-        return f"<redisq.{type(self).__name__} {self._name!r}>"
+        return f"<redisq.{type(self).__name__} {self._name!r} on {self._runner.health.where}>"
 
     @property
     def name(self) -> str:

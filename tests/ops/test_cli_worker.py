@@ -9,6 +9,7 @@ sends SIGTERM.
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,17 @@ def hanging():
 
 def broken():
     raise RuntimeError("no config\\nsecond line")
+
+
+def slow(job):
+    print("running", flush=True)
+    threading.Event().wait(job.data)
+
+
+def timing_out():
+    timed = varmq.new_worker(slow, 1, name="timed", auto_run=False, timeout=0.05)
+    timed.bind_queue().add(0.5)
+    return timed
 
 
 not_a_worker = 42
@@ -129,8 +141,49 @@ def test_sigterm_stops_the_service_cleanly_with_exit_0_and_a_summary_line(projec
     status, err = _sigterm_once(project, "svc_jobs:worker", "5", when="ready")
     assert status == 0, err
     assert "varmq: stopped 1 worker" in err and "after SIGTERM" in err
-    assert "0 still running" in err
+    assert "0 still running" in err and "1 job completed" in err
     assert "Traceback" not in err
+
+
+def test_the_service_says_at_start_up_what_it_runs(project: Path) -> None:
+    status, err = _sigterm_once(project, "svc_jobs:worker", "5", when="ready")
+    assert status == 0, err
+    [line] = [line for line in err.splitlines() if "varmq: starting" in line]
+    assert "starting 1 worker, grace 5 s, no metrics: svc (concurrency 2;" in line, line
+
+
+def test_a_timed_out_job_is_one_warning_line_without_a_stray_traceback(project: Path) -> None:
+    status, err = _sigterm_once(project, "svc_jobs:timing_out", "5", when="running")
+    assert status == 0, err
+    [warning] = [line for line in err.splitlines() if "JobTimeoutError" in line]
+    assert "WARNING" in warning and "failed on attempt 1" in warning, err
+
+
+def test_a_metrics_port_in_use_exits_2_with_one_line(project: Path) -> None:
+    pytest.importorskip("prometheus_client")
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "varmq",
+                "worker",
+                "svc_jobs:worker",
+                "--metrics-port",
+                str(port),
+            ],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert f"--metrics-port {port}: cannot serve metrics there" in line, line
 
 
 def test_a_job_still_running_past_the_grace_makes_the_exit_status_1(project: Path) -> None:

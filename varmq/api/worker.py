@@ -270,7 +270,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
                 job.attempt,
                 type(exc).__name__,
                 exc,
-                exc_info=(type(exc), exc, exc.__traceback__),
+                # An error the worker made (a timeout) has no traceback: the message says all.
+                exc_info=(type(exc), exc, exc.__traceback__) if exc.__traceback__ else None,
             )
         with self._errors_lock:
             if self._errors.full():

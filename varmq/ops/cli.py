@@ -314,8 +314,36 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
                 "varmq: --metrics-port needs the prometheus extra: pip install 'varmq[prometheus]'"
             ) from None
         VarmqCollector(workers)
-        start_http_server(args.metrics_port)
+        try:
+            start_http_server(args.metrics_port)
+        except OSError as exc:
+            raise CliError(
+                f"varmq: --metrics-port {args.metrics_port}: cannot serve metrics there: "
+                f"{exc.strerror or exc}"
+            ) from None
+    logging.getLogger("varmq.service").info("%s", _starting(workers, args))
     return run(*workers, grace=args.grace)
+
+
+def _starting(workers: list[Any], args: argparse.Namespace) -> str:
+    """The start-up line: each worker, its concurrency and queues (stores redacted), metrics."""
+    described = []
+    for worker in workers:
+        queues = [
+            repr(s.storage) if hasattr(s, "storage") else f"{s.label!r} (memory)"
+            for s in list(worker._dispatch.sources)
+        ]
+        described.append(
+            f"{worker.name or 'unnamed worker'} (concurrency {worker.num_concurrency}; "
+            f"{', '.join(queues) or 'no queue bound yet'})"
+        )
+    metrics = (
+        f"metrics on port {args.metrics_port}" if args.metrics_port is not None else "no metrics"
+    )
+    return (
+        f"varmq: starting {len(workers)} worker{'' if len(workers) == 1 else 's'}, grace "
+        f"{args.grace:g} s, {metrics}: {'; '.join(described)}"
+    )
 
 
 # -- argument parsing -------------------------------------------------------------------------
