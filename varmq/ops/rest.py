@@ -37,6 +37,7 @@ from urllib.parse import parse_qs
 from ..api.records import Records
 from ..model import validate
 from ..model.errors import WorkerStateError
+from .openapi import openapi
 from .view import (
     WorkerSource,
     binds_queue,
@@ -172,6 +173,8 @@ class _Router:
             return self._only(method, "GET") or _Call("GET /health", self._health)
         if not self._authorized(authorization):
             return _error(401, "missing or wrong bearer token", [("WWW-Authenticate", "Bearer")])
+        if parts == ["openapi.json"]:
+            return self._only(method, "GET") or _Response(200, openapi(self.prefix))
         if parts and parts[0] == "workers":
             return self._workers_route(method, parts[1:])
         if parts and parts[0] == "queues":
@@ -242,7 +245,7 @@ class _Router:
             return _error(404, "worker not found")
         if not _INTEGER.fullmatch(value) or abs(int(value)) > _MAX_CONCURRENCY:
             return _error(400, f"invalid concurrency value {value!r}; expected an integer")
-        n = int(value)
+        n = max(int(value), 0)  # n <= 0: the CPU count, as documented
         return _Call(
             f"concurrency change of worker {name!r}",
             lambda: _control(lambda: worker.tune_pool(n)),
@@ -356,6 +359,8 @@ def _control(call: Callable[[], None]) -> _Response:
         call()
     except WorkerStateError as exc:
         return _error(409, str(exc))
+    except (TypeError, ValueError) as exc:  # refused by the worker's own checks
+        return _error(400, str(exc))
     return _Response(200)
 
 
