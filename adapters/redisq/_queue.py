@@ -30,6 +30,7 @@ from varmq.contract.rules import (
     check_keys,
     delay_ms,
     error_text,
+    payload,
 )
 
 from ._adds import MAX_BATCH, ROUNDS, AddCommand, Sender, Triple
@@ -85,6 +86,7 @@ class _StoredQueue:
         # Job records: the keep_results of this object (0: it adds jobs without records) and
         # the keep_results_limit it applies to the ends it makes.
         self._keep_results = float(settings.keep_results)
+        self._max_payload = settings.max_payload
         self._keep_ms = round(settings.keep_results * 1000) if settings.keep_results > 0 else 0
         self._records_limit = min(settings.keep_results_limit, _MAX_SCRIPT_COUNT)
         # Protects _closed's flip and _listening: the (channel, callback) pairs this object
@@ -153,14 +155,14 @@ class _StoredQueue:
         if wait_ms <= 0:
             triple = self._triple(item, priority, job_id)
             return False if self._closed else self._group.submit((triple,))[0] > 0
-        payload = as_bytes(self._subject, item)
+        data = payload(self._subject, item, self._max_payload)
         if self._closed:
             return False
         result = self._run(
             "enqueue",
             self.KIND,
             priority,
-            payload,
+            data,
             self._channel,
             job_id,
             self._capacity,
@@ -174,8 +176,8 @@ class _StoredQueue:
 
     def _triple(self, item: Any, priority: int, job_id: str) -> Triple:
         """One add as the script's ``add`` takes it; checks ``item``."""
-        payload = item if type(item) is bytes else as_bytes(self._subject, item)
-        return (_PRIORITIES.get(priority) or b"%d" % priority, job_id.encode(), payload)
+        data = payload(self._subject, item, self._max_payload)
+        return (_PRIORITIES.get(priority) or b"%d" % priority, job_id.encode(), data)
 
     async def _store_async(self, item: Any, priority: int, job_id: str, wait_ms: int) -> bool:
         """:meth:`_store` for a coroutine (redisq._aio); a delayed job through a thread."""
@@ -209,7 +211,7 @@ class _StoredQueue:
         return result
 
     def _store_many(self, items: Iterable[Any], priority: int) -> int:
-        payloads = [as_bytes(self._subject, item) for item in items]
+        payloads = [payload(self._subject, item, self._max_payload) for item in items]
         if self._closed:
             return 0
         stored = 0

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from varmq.contract.protocols import DeadLetterRecord, QueueStats, StoredJobRecord
-from varmq.contract.rules import as_bytes, check, check_job_id, check_keys, delay_ms
+from varmq.contract.rules import as_bytes, check, check_job_id, check_keys, delay_ms, payload
 
 from . import _schema, _sql
 from ._database import Database
@@ -74,6 +74,7 @@ class StoredQueue:
         self._completed_limit = settings.completed_limit
         self._completed_max_age_ms = round(settings.completed_max_age * 1000)
         self._keep_ms = records.keep_ms
+        self._max_payload = settings.max_payload
         # Set once by close(); read without a lock (a bool write is atomic).
         self._closed = False
         # Set by set_capacity(); 0: unlimited. Read once per enqueue, when it is prepared,
@@ -124,7 +125,7 @@ class StoredQueue:
     def _prepare(self, item: Any, priority: int, job_id: str | None, wait_ms: int) -> Add | None:
         """The add of the checked ``item``; ``None`` once closed (the kinds check ``priority``
         and ``job_id`` first)."""
-        data = as_bytes(self._subject, item)
+        data = payload(self._subject, item, self._max_payload)
         if self._closed:
             return None
         if wait_ms > 0:

@@ -274,3 +274,15 @@ def test_an_add_the_storage_fails_raises_enqueue_error_strict_or_not(how: str) -
     assert isinstance(exc.value.__cause__, ConnectionError)
     q.faults.unreachable = None
     assert handle.add("a", job_id="j-1") is True and len(handle) == 1
+
+
+def test_a_naive_run_at_is_refused_naming_the_rule() -> None:
+    worker = varmq.new_worker(noop, auto_run=False)
+    naive = datetime.now() + timedelta(hours=1)  # naive: the point of the test
+    for handle in (
+        worker.bind_queue(),
+        worker.with_persistent_queue(MemoryStorage().new_queue("q")),
+    ):
+        with pytest.raises(ValueError, match="has no time zone; give an aware datetime"):
+            handle.add(1, run_at=naive)
+        assert len(handle) == 0

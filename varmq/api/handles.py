@@ -75,6 +75,13 @@ def delay_of(delay: float | None, run_at: datetime | None) -> float:
                 f"varmq: run_at must be a datetime, got {run_at!r} ({type(run_at).__name__}); "
                 "for seconds from now, use delay="
             )
+        if run_at.utcoffset() is None:
+            # datetime.timestamp() would read it in this machine's local time zone, which a
+            # producer and its consumers need not share: one rule, no guessing.
+            raise ValueError(
+                f"varmq: run_at={run_at!r} has no time zone; give an aware datetime, e.g. "
+                "datetime.now(timezone.utc) + timedelta(hours=1)"
+            )
         return max(run_at.timestamp() - time.time(), 0.0)
     if delay is None:
         return 0.0

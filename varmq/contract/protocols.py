@@ -272,6 +272,8 @@ __all__ = [
     "MAX_DELAY",
     "MAX_PRIORITY",
     "MAX_QUEUE_NAME_BYTES",
+    "MAX_JOB_ID_BYTES",
+    "DEFAULT_MAX_PAYLOAD",
     "MAX_VISIBILITY_TIMEOUT",
     "DeadLetterRecord",
     "IAcknowledgeable",
@@ -310,6 +312,11 @@ __all__ = [
 # varmq.contract.rules applies them.
 MAX_QUEUE_NAME_BYTES = 200
 """Longest queue name, in bytes of UTF-8."""
+MAX_JOB_ID_BYTES = 1024
+"""Longest job id, in bytes of UTF-8: an id is a key, stored and indexed with every job."""
+DEFAULT_MAX_PAYLOAD = 4 * 1024 * 1024
+"""Largest stored job (its envelope's bytes) unless the queue is opened with another
+``max_payload``: 4 MiB. A larger payload belongs in a blob store, the job carrying its key."""
 MAX_DELAY = 3_153_600_000.0
 """Longest delay (and longest ``dead_letter_max_age``), in seconds: 100 years of 365 days."""
 MAX_VISIBILITY_TIMEOUT = 604_800.0

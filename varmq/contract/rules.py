@@ -22,9 +22,11 @@ from .protocols import (
     DEFAULT_DEAD_LETTER_MAX_AGE,
     DEFAULT_KEEP_RESULTS,
     DEFAULT_KEEP_RESULTS_LIMIT,
+    DEFAULT_MAX_PAYLOAD,
     DEFAULT_VISIBILITY_TIMEOUT,
     MAX_COUNT,
     MAX_DELAY,
+    MAX_JOB_ID_BYTES,
     MAX_PRIORITY,
     MAX_QUEUE_NAME_BYTES,
     MAX_VISIBILITY_TIMEOUT,
@@ -36,6 +38,7 @@ __all__ = [
     "QueueSettings",
     "Rule",
     "as_bytes",
+    "payload",
     "check",
     "check_job_id",
     "check_keys",
@@ -69,6 +72,7 @@ RULES: Mapping[str, Rule] = {
     "dead_letter_max_age": Rule(False, 0, True, MAX_DELAY, "seconds > 0, <= 100 years"),
     "keep_results": Rule(False, 0, False, MAX_DELAY, "seconds >= 0, <= 100 years (0: off)"),
     "keep_results_limit": Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
+    "max_payload": Rule(True, 0, False, MAX_COUNT, "an int >= 0, in bytes (0: no limit)"),
     # arguments of queue methods
     "delay": Rule(False, -_INF, False, MAX_DELAY, "finite seconds <= 100 years (<= 0: now)"),
     "priority": Rule(True, -MAX_PRIORITY, False, MAX_PRIORITY, "an int within +-2**53"),
@@ -83,12 +87,14 @@ class QueueOptions(TypedDict, total=False):
     """The keyword options every storage's ``new_*`` calls take; all optional.
 
     - ``visibility_timeout``: seconds a taken job stays leased unless the lease is extended;
-      then it can be taken again (default 300, at most 7 days);
+      then it can be taken again (default 30, at most 7 days);
     - ``dead_letter_limit`` and ``dead_letter_max_age``: dead letters kept per queue and their
       longest age in seconds (defaults 10,000 and 7 days);
     - ``keep_results``: seconds the record of an ended job is kept (default 0: no records; at
       most 100 years); ``keep_results_limit``: ended records kept per queue, the oldest beyond
-      it dropped (default 10,000).
+      it dropped (default 10,000);
+    - ``max_payload``: the largest job stored, in bytes (default 4 MiB; 0: no limit): a larger
+      one raises ``ValueError`` naming its size and the limit, and nothing is stored.
     """
 
     visibility_timeout: float
@@ -96,6 +102,7 @@ class QueueOptions(TypedDict, total=False):
     dead_letter_max_age: float
     keep_results: float
     keep_results_limit: int
+    max_payload: int
 
 
 @dataclass(frozen=True)
@@ -107,6 +114,7 @@ class QueueSettings:
     dead_letter_max_age: float = DEFAULT_DEAD_LETTER_MAX_AGE
     keep_results: float = DEFAULT_KEEP_RESULTS
     keep_results_limit: int = DEFAULT_KEEP_RESULTS_LIMIT
+    max_payload: int = DEFAULT_MAX_PAYLOAD
 
 
 S = TypeVar("S", bound=QueueSettings)
@@ -195,8 +203,20 @@ def as_bytes(subject: str, item: Any, what: str = "item") -> bytes:
     raise TypeError(f"{subject}: {what} of type {type(item).__name__}; expected bytes or str")
 
 
+def payload(subject: str, item: Any, limit: int) -> bytes:
+    """``item`` as the bytes to store (:func:`as_bytes`), at most ``limit`` of them (0: any)."""
+    data = as_bytes(subject, item)
+    if limit and len(data) > limit:
+        raise ValueError(
+            f"{subject}: a job of {len(data):,} bytes; max_payload is {limit:,} bytes (store "
+            "large data elsewhere and add its key, or open the queue with a larger max_payload)"
+        )
+    return data
+
+
 def check_job_id(subject: str, job_id: Any) -> str:
-    """Return ``job_id`` if it is a job id: a non-empty ``str`` that UTF-8 can encode."""
+    """Return ``job_id`` if it is a job id: a non-empty ``str`` that UTF-8 can encode, of at
+    most :data:`~varmq.contract.protocols.MAX_JOB_ID_BYTES` bytes."""
     problem = f"{subject}: job_id={job_id!r}; expected a non-empty str"
     if not isinstance(job_id, str):
         raise TypeError(problem)
@@ -206,6 +226,10 @@ def check_job_id(subject: str, job_id: Any) -> str:
         size = 0  # a lone surrogate: not text any storage can keep
     if not size:
         raise ValueError(problem)
+    if size > MAX_JOB_ID_BYTES:
+        raise ValueError(
+            f"{subject}: a job_id of {size:,} bytes; at most {MAX_JOB_ID_BYTES:,} bytes of UTF-8"
+        )
     return job_id
 
 

@@ -61,6 +61,8 @@ from typing import Any
 import pytest
 
 from varmq.contract.protocols import (
+    DEFAULT_MAX_PAYLOAD,
+    MAX_JOB_ID_BYTES,
     IBatchAcknowledgeable,
     ICapacitySetter,
     ICountedDelivery,
@@ -185,6 +187,40 @@ class BaseConformance(SuiteBase):
             assert type(taken[0]) is bytes and taken[0] == item
             assert isinstance(taken[1], str) and taken[1]
             assert q.acknowledge(taken[1])
+
+    def test_a_job_over_max_payload_is_refused_naming_its_size_and_nothing_is_stored(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        q = self.open(harness, kind, max_payload=1000)
+        assert put(q, kind, b"x" * 1000)  # at the limit: stored
+        with pytest.raises(ValueError, match=r"1,001 bytes; max_payload is 1,000 bytes"):
+            put(q, kind, b"x" * 1001)
+        if isinstance(q, IDedupQueue):
+            with pytest.raises(ValueError, match="max_payload"):
+                q.enqueue_dedup(b"y" * 5000, "big-1")
+        assert len(q) == 1
+        unlimited = self.open(harness, kind, max_payload=0)
+        assert put(unlimited, kind, b"z" * (DEFAULT_MAX_PAYLOAD + 1))
+        assert len(unlimited) == 1
+
+    def test_the_default_max_payload_refuses_a_job_above_4_mib(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        q = self.open(harness, kind)
+        with pytest.raises(ValueError, match=r"4,194,305 bytes; max_payload is 4,194,304"):
+            put(q, kind, b"x" * (DEFAULT_MAX_PAYLOAD + 1))
+        assert len(q) == 0
+
+    def test_a_job_id_over_1024_bytes_is_refused_and_nothing_is_stored(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        q = self.open(harness, kind, needs=[IDedupQueue])
+        assert q.enqueue_dedup(b"ok", "i" * MAX_JOB_ID_BYTES)
+        with pytest.raises(ValueError, match=r"job_id of 1,025 bytes; at most 1,024"):
+            q.enqueue_dedup(b"no", "i" * (MAX_JOB_ID_BYTES + 1))
+        with pytest.raises(ValueError, match="at most 1,024"):
+            q.enqueue_dedup(b"no", "é" * 513)  # 1,026 bytes of UTF-8
+        assert len(q) == 1
 
     def test_identical_payloads_are_distinct_jobs(
         self, harness: StorageHarness, kind: QueueKind

@@ -71,6 +71,7 @@ from varmq.contract.rules import (
     check_keys,
     check_name,
     error_text,
+    payload,
     queue_settings,
 )
 from varmq.testing._records import Record, RecordBook
@@ -350,6 +351,7 @@ class _QueueBase:
         self._dead_letter_max_age = float(settings.dead_letter_max_age)
         self._keep_results = float(settings.keep_results)
         self._keep_results_limit = settings.keep_results_limit
+        self._max_payload = settings.max_payload
         self._lock = storage._lock  # one lock per storage; see MemoryStorage.__init__
         self._closed = False  # written under _lock
         with self._lock:
@@ -456,7 +458,7 @@ class _QueueBase:
 
     def _put(self, item: Any, priority: int, job_id: str | None, delay: float = 0) -> bool:
         self.faults.reach()
-        data = as_bytes(self._subject, item)
+        data = payload(self._subject, item, self._max_payload)
         if self.faults.refuse_enqueue:
             return False
         with self._locked():
