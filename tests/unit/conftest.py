@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -162,6 +163,7 @@ def _stop_workers(
     created: list[BaseWorker[Any, Any, Any]] = []
     original = BaseWorker.__init__
 
+    @functools.wraps(original)  # the signature stays the real one (test_docs_tables reads it)
     def recording_init(self: BaseWorker[Any, Any, Any], *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         created.append(self)

@@ -199,7 +199,7 @@ def test_func_with_no_callable_fails_the_job_and_the_worker_keeps_running() -> N
     queue.add(None)
     assert worker.wait(WAIT)
     assert worker.metrics.failed == 1
-    assert "provided function is nil" in str(worker.errs().get(timeout=WAIT))
+    assert "the job's data is None" in str(worker.errs().get(timeout=WAIT))
     ok = queue.add(lambda: None)
     assert ok.wait(WAIT)
 
@@ -223,7 +223,7 @@ def test_err_func_gives_the_callables_exact_exception() -> None:
 def test_err_func_with_no_callable_gives_an_error() -> None:
     worker = varmq.new_err_worker(varmq.err_func())
     job = worker.bind_queue().add(None)
-    assert "provided function is nil" in str(job.err(WAIT))
+    assert "the job's data is None" in str(job.err(WAIT))
 
 
 @pytest.mark.parametrize("value", ["text", 42, {"a": [1, 2]}, (1, "x")])
@@ -246,7 +246,7 @@ def test_result_func_raises_the_callables_exception() -> None:
 def test_result_func_with_no_callable_raises_an_error() -> None:
     worker = varmq.new_result_worker(varmq.result_func())
     job = worker.bind_queue().add(None)
-    with pytest.raises(Exception, match="provided function is nil"):
+    with pytest.raises(Exception, match=r"the job.s data is None"):
         job.result(WAIT)
 
 

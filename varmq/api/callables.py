@@ -17,7 +17,10 @@ def func() -> Callable[[Job[Callable[[], Any]]], None]:
 
     def run(job: Job[Callable[[], Any]]) -> None:
         if job.data is None:
-            raise ValueError("provided function is nil")
+            raise ValueError(
+                "varmq: the job's data is None; a worker made without a function runs the "
+                "callable each job carries"
+            )
         job.data()
 
     return run
@@ -33,7 +36,10 @@ def result_func() -> Callable[[Job[Callable[[], R]]], R]:
 
     def run(job: Job[Callable[[], R]]) -> R:
         if job.data is None:
-            raise ValueError("provided function is nil")
+            raise ValueError(
+                "varmq: the job's data is None; a worker made without a function runs the "
+                "callable each job carries"
+            )
         return job.data()
 
     return run
