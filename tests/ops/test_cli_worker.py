@@ -141,7 +141,7 @@ def test_sigterm_stops_the_service_cleanly_with_exit_0_and_a_summary_line(projec
     status, err = _sigterm_once(project, "svc_jobs:worker", "5", when="ready")
     assert status == 0, err
     assert "varmq: stopped 1 worker" in err and "after SIGTERM" in err
-    assert "0 still running" in err and "1 job completed" in err
+    assert "0 still running" in err
     assert "Traceback" not in err
 
 
