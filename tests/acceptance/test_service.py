@@ -62,6 +62,19 @@ def _wait_for(predicate: object, what: str, timeout: float = DEADLINE) -> None:
         time.sleep(0.02)  # polling another process's log file: there is nothing to wait on
 
 
+def _drain_then_stop(second: subprocess.Popen[str], logs: tuple[Path, Path], jobs: int) -> None:
+    """Wait until the two logs hold every one of ``jobs`` as done; stop ``second``, cleanly."""
+
+    def all_done() -> bool:
+        done = [i for _, k, i in _lines(logs[0]) + _lines(logs[1]) if k == "done"]
+        return len(set(done)) >= jobs
+
+    _wait_for(all_done, f"all {jobs} jobs to be done")
+    second.send_signal(signal.SIGTERM)
+    _, second_err = second.communicate(timeout=GRACE + 30)
+    assert second.returncode == 0, second_err
+
+
 def _service(
     store: str, queue: str, log: Path, target: str = "worker", job_seconds: float = 0.05
 ) -> subprocess.Popen[str]:
@@ -114,14 +127,7 @@ def test_sigterm_mid_run_exits_0_and_hands_taken_jobs_to_the_other_consumer(
         assert first.returncode == 0, err
         assert "after SIGTERM" in err and "0 still running" in err, err
 
-        def all_done() -> bool:
-            done = [i for _, k, i in _lines(first_log) + _lines(second_log) if k == "done"]
-            return len(set(done)) >= JOBS
-
-        _wait_for(all_done, f"all {JOBS} jobs to be done")
-        second.send_signal(signal.SIGTERM)
-        _, second_err = second.communicate(timeout=GRACE + 30)
-        assert second.returncode == 0, second_err
+        _drain_then_stop(second, (first_log, second_log), JOBS)
     finally:
         for process in (first, second):
             process.kill()
@@ -181,14 +187,7 @@ def test_two_workers_closing_their_shared_store_on_shutdown_run_no_job_twice(
         unacknowledged = int(summary.split(" not acknowledged")[0].rsplit(", ", 1)[-1])
         second = _service(store, queue, second_log)
 
-        def all_done() -> bool:
-            done = [i for _, k, i in _lines(first_log) + _lines(second_log) if k == "done"]
-            return len(set(done)) >= jobs
-
-        _wait_for(all_done, f"all {jobs} jobs to be done")
-        second.send_signal(signal.SIGTERM)
-        _, second_err = second.communicate(timeout=GRACE + 30)
-        assert second.returncode == 0, second_err
+        _drain_then_stop(second, (first_log, second_log), jobs)
     finally:
         for process in (first, second):
             if process is not None:
