@@ -62,6 +62,17 @@ def _wait_for(predicate: object, what: str, timeout: float = DEADLINE) -> None:
         time.sleep(0.02)  # polling another process's log file: there is nothing to wait on
 
 
+def _filled(store: str, prefix: str, jobs: int) -> str:
+    """A fresh queue in ``store`` holding ``jobs`` jobs, ``job-000`` onwards; its name."""
+    queue = f"{prefix}-{os.getpid()}-{time.monotonic_ns()}"
+    queues = open_store(store)
+    handle = varmq.new_distributed_queue(queues.new_distributed_queue(queue))
+    for i in range(jobs):
+        assert handle.add({"n": i}, job_id=f"job-{i:03d}")
+    queues.close()
+    return queue
+
+
 def _drain_then_stop(second: subprocess.Popen[str], logs: tuple[Path, Path], jobs: int) -> None:
     """Wait until the two logs hold every one of ``jobs`` as done; stop ``second``, cleanly."""
 
@@ -106,12 +117,7 @@ def _service(
 def test_sigterm_mid_run_exits_0_and_hands_taken_jobs_to_the_other_consumer(
     store: str, tmp_path: Path
 ) -> None:
-    queue = f"service-{os.getpid()}-{time.monotonic_ns()}"
-    queues = open_store(store)
-    handle = varmq.new_distributed_queue(queues.new_distributed_queue(queue))
-    for i in range(JOBS):
-        assert handle.add({"n": i}, job_id=f"job-{i:03d}")
-    queues.close()
+    queue = _filled(store, "service", JOBS)
 
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     first = _service(store, queue, first_log)
@@ -163,13 +169,8 @@ def test_two_workers_closing_their_shared_store_on_shutdown_run_no_job_twice(
     (docs/deploy.md's set-up). On SIGTERM the idle one stops at once; the store must stay open
     until the busy one's running jobs are acknowledged, or they run again: then the summary and
     the exit status must say so. A second process drains the rest; every job id is counted."""
-    queue = f"service2-{os.getpid()}-{time.monotonic_ns()}"
     jobs = 80
-    queues = open_store(store)
-    handle = varmq.new_distributed_queue(queues.new_distributed_queue(queue))
-    for i in range(jobs):
-        assert handle.add({"n": i}, job_id=f"job-{i:03d}")
-    queues.close()
+    queue = _filled(store, "service2", jobs)
 
     first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
     first = _service(store, queue, first_log, target="two_workers", job_seconds=0.4)

@@ -11,16 +11,18 @@ __all__ = ["err_func", "func", "result_func"]
 
 R = TypeVar("R")
 
+_NO_CALLABLE = (
+    "varmq: the job's data is None; a worker made without a function runs the callable each "
+    "job carries"
+)
+
 
 def func() -> Callable[[Job[Callable[[], Any]]], None]:
     """A job function for ``new_worker`` that calls ``job.data()``."""
 
     def run(job: Job[Callable[[], Any]]) -> None:
         if job.data is None:
-            raise ValueError(
-                "varmq: the job's data is None; a worker made without a function runs the "
-                "callable each job carries"
-            )
+            raise ValueError(_NO_CALLABLE)
         job.data()
 
     return run
@@ -36,10 +38,7 @@ def result_func() -> Callable[[Job[Callable[[], R]]], R]:
 
     def run(job: Job[Callable[[], R]]) -> R:
         if job.data is None:
-            raise ValueError(
-                "varmq: the job's data is None; a worker made without a function runs the "
-                "callable each job carries"
-            )
+            raise ValueError(_NO_CALLABLE)
         return job.data()
 
     return run

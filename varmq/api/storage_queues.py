@@ -166,7 +166,7 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         except (TypeError, ValueError):
             raise  # the storage refused an argument (a delay beyond its limit): a caller's error
         except Exception as exc:
-            return self._failed(write, exc, strict)
+            return self._failed(write, exc)
         return self._stored(write, ok, strict)
 
     async def _add_async(
@@ -187,10 +187,10 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         except (TypeError, ValueError):
             raise
         except Exception as exc:
-            return self._failed(write, exc, strict)
+            return self._failed(write, exc)
         return self._stored(write, ok, strict)
 
-    def _failed(self, write: _Write, exc: Exception, strict: bool) -> bool:
+    def _failed(self, write: _Write, exc: Exception) -> bool:
         """A storage error: raised, ``strict`` or not. ``False`` would read as "full" or
         "duplicate", and a caller that ignores it (a web handler) would lose the job."""
         raise EnqueueError(self._label, write.job_id, f"{type(exc).__name__}: {exc}") from exc

@@ -28,7 +28,15 @@ from typing import Any, TextIO
 from ..contract.protocols import IJobRecords
 from ..model.records import JobRecord, decode_record
 from .stores import StoreError, location, open_store, scrub
-from .view import COUNTS, QueueRow, StoreView, UnknownQueueError, dead_letter_rows, unreachable
+from .view import (
+    COUNTS,
+    QueueRow,
+    StoreView,
+    UnknownQueueError,
+    dead_letter_rows,
+    sources,
+    unreachable,
+)
 
 __all__ = ["main"]
 
@@ -327,11 +335,13 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
 
 def _starting(workers: list[Any], args: argparse.Namespace) -> str:
     """The start-up line: each worker, its concurrency and queues (stores redacted), metrics."""
+    from .service import plural  # as in cmd_worker: only `varmq worker` needs the service
+
     described = []
     for worker in workers:
         queues = [
             repr(s.storage) if hasattr(s, "storage") else f"{s.label!r} (memory)"
-            for s in list(worker._dispatch.sources)
+            for s in sources(worker)
         ]
         described.append(
             f"{worker.name or 'unnamed worker'} (concurrency {worker.num_concurrency}; "
@@ -341,7 +351,7 @@ def _starting(workers: list[Any], args: argparse.Namespace) -> str:
         f"metrics on port {args.metrics_port}" if args.metrics_port is not None else "no metrics"
     )
     return (
-        f"varmq: starting {len(workers)} worker{'' if len(workers) == 1 else 's'}, grace "
+        f"varmq: starting {plural(len(workers), 'worker')}, grace "
         f"{args.grace:g} s, {metrics}: {'; '.join(described)}"
     )
 

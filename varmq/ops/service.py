@@ -77,10 +77,7 @@ def _start(workers: list[AnyWorker]) -> None:
 
 def _stop(workers: list[AnyWorker], shutdown: _Shutdown) -> float:
     log.info(
-        "varmq: %s: stopping %d worker%s",
-        shutdown.signal_name or "shutdown",
-        len(workers),
-        "" if len(workers) == 1 else "s",
+        "varmq: %s: stopping %s", shutdown.signal_name or "shutdown", plural(len(workers), "worker")
     )
     for worker in workers:
         if worker.status not in (Status.STOPPED, Status.INITIATED):
@@ -107,7 +104,8 @@ def _run_hooks(hooks: list[Hook]) -> None:
             log.exception("varmq: an on_shutdown hook raised")
 
 
-def _plural(n: int, noun: str) -> str:
+def plural(n: int, noun: str) -> str:
+    """``"1 job"``, ``"2 jobs"``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
@@ -119,8 +117,8 @@ def _summary(workers: list[AnyWorker], started: float, shutdown: _Shutdown) -> i
     unsettled = sum(w.metrics.unacknowledged for w in workers)
     took = time.monotonic() - started
     line = (
-        f"varmq: stopped {_plural(len(workers), 'worker')} in {took:.1f} s after "
-        f"{shutdown.signal_name or 'shutdown'}: {_plural(completed, 'job')} completed, "
+        f"varmq: stopped {plural(len(workers), 'worker')} in {took:.1f} s after "
+        f"{shutdown.signal_name or 'shutdown'}: {plural(completed, 'job')} completed, "
         f"{released} taken {'job' if released == 1 else 'jobs'} handed back to storage, "
         f"{running} still running, {unsettled} not acknowledged"
     )

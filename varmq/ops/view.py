@@ -132,10 +132,15 @@ def unreachable(rows: Iterable[QueueRow]) -> list[QueueRow]:
     return [row for row in rows if not row.get("reachable", True)]
 
 
+def sources(worker: AnyWorker) -> list[Any]:
+    """The sources of ``worker``'s bound queues. The worker offers no public way to them (to
+    their dead letters, their storage), only their counts: this is the one place that reaches
+    past it."""
+    return list(worker._dispatch.sources)
+
+
 def _sources(worker: AnyWorker, name: str) -> list[Any]:
-    # The worker offers no public way to its bound queues' dead letters, only their counts;
-    # this is the one place that reaches past it.
-    return [s for s in list(worker._dispatch.sources) if s.label == name]
+    return [s for s in sources(worker) if s.label == name]
 
 
 def bound_dead_letters(
