@@ -30,8 +30,11 @@ Storage (measured here, in the same run):
    transaction per publish); baseline: raw ``sqlite3``, 3 ``INSERT`` of the same JSON in one
    ``BEGIN IMMEDIATE`` transaction per message, WAL and ``synchronous=NORMAL`` as sqliteq's
    default. A fresh file in a temporary directory for every run. Target: ratio >= 0.7.
+7. redisq and sqliteq publish with a ``message_id`` per message, kept for ``dedup_ttl`` (one
+   day), against the same publish with ``dedup_ttl=0`` (the copies' own dedup only): what
+   keeping the ids costs. No target.
 
-``--no-storage`` leaves 5 and 6 out (no Redis needed).
+``--no-storage`` leaves 5 to 7 out (no Redis needed).
 
 Every figure is the best of ``--repeat`` runs (default 3), varmq and baseline alternating::
 
@@ -303,21 +306,34 @@ def _bench_queues(tag: str) -> list[str]:
     return [f"bench-{tag}-{time.time_ns()}-{i}" for i in range(BOUND)]
 
 
-def redisq_publish(url: str) -> Run:
+def _timed_publishes(topics: Any, n: int, id_prefix: str | None) -> float:
+    """Seconds for ``n`` publishes to STORED_NAME; with ``id_prefix``, each with a fresh
+    ``message_id``."""
+    publish = topics.publish
+    start = time.perf_counter()
+    if id_prefix is not None:
+        for i in range(n):
+            publish(STORED_NAME, {"n": i}, message_id=f"{id_prefix}-{i}")
+    else:
+        for i in range(n):
+            publish(STORED_NAME, {"n": i})
+    return time.perf_counter() - start
+
+
+def redisq_publish(url: str, with_ids: bool = False, dedup_ttl: float = 86_400.0) -> Run:
     import redisq
 
     def run(n: int) -> float:
+        tag = uuid.uuid4().hex
         with redisq.new(url) as queues:
-            topics = queues.topics()
+            topics = queues.topics(dedup_ttl=dedup_ttl)
             names = _bench_queues("redisq")
             for name in names:
                 topics.bind("bench.#", name)
-            publish = topics.publish
-            start = time.perf_counter()
-            for i in range(n):
-                publish(STORED_NAME, {"n": i})
-            elapsed = time.perf_counter() - start
+            elapsed = _timed_publishes(topics, n, tag if with_ids else None)
             _check([len(queues.new_queue(name)) for name in names], n)
+            if with_ids:
+                queues._client.delete("redisq:{topics}:message_ids")
             for name in names:
                 topics.unbind("bench.#", name)
                 queues.new_queue(name).purge()
@@ -348,21 +364,26 @@ def redis_lpush(url: str) -> Run:
     return run
 
 
-def sqliteq_publish(n: int) -> float:
+def sqliteq_publish(n: int, with_ids: bool = False, dedup_ttl: float = 86_400.0) -> float:
     import sqliteq
 
+    tag = uuid.uuid4().hex
     with tempfile.TemporaryDirectory() as tmp, sqliteq.new(Path(tmp) / "topics.db") as queues:
-        topics = queues.topics()
+        topics = queues.topics(dedup_ttl=dedup_ttl)
         names = _bench_queues("sqliteq")
         for name in names:
             topics.bind("bench.#", name)
-        publish = topics.publish
-        start = time.perf_counter()
-        for i in range(n):
-            publish(STORED_NAME, {"n": i})
-        elapsed = time.perf_counter() - start
+        elapsed = _timed_publishes(topics, n, tag if with_ids else None)
         _check([len(queues.new_queue(name)) for name in names], n)
     return elapsed
+
+
+def sqliteq_publish_with_ids(n: int) -> float:
+    return sqliteq_publish(n, with_ids=True)
+
+
+def sqliteq_publish_with_ids_not_kept(n: int) -> float:
+    return sqliteq_publish(n, with_ids=True, dedup_ttl=0)
 
 
 def sqlite_inserts(n: int) -> float:
@@ -425,6 +446,21 @@ def storage_scenarios(url: str) -> list[Scenario]:
             0.7,
             size=lambda n: min(n, 5_000),
         ),
+        # What keeping message ids for dedup_ttl costs: against the same publish without ids.
+        Scenario(
+            "redisq publish, ids kept",
+            redisq_publish(url, with_ids=True),
+            redisq_publish(url, with_ids=True, dedup_ttl=0),
+            "the same, dedup_ttl=0",
+            size=lambda n: min(n, 10_000),
+        ),
+        Scenario(
+            "sqliteq publish, ids kept",
+            sqliteq_publish_with_ids,
+            sqliteq_publish_with_ids_not_kept,
+            "the same, dedup_ttl=0",
+            size=lambda n: min(n, 5_000),
+        ),
     ]
 
 
@@ -439,7 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     n, repeat = (20_000, 1) if args.quick else (args.n, args.repeat)
     wanted = [s for s in SCENARIOS if not args.only or any(o in s.name for o in args.only)]
     storage = not args.no_storage and (
-        not args.only or any(o in "redisq publish sqliteq publish, 3 bound" for o in args.only)
+        not args.only
+        or any(o in "redisq publish sqliteq publish, 3 bound, ids kept" for o in args.only)
     )
 
     print(

@@ -12,6 +12,7 @@ keys is refused (:class:`EvictionPolicyError`). All Redis logic is in ``queue.lu
 
 from varmq.contract.protocols import DeadLetterRecord, QueueStats
 from varmq.contract.rules import QueueOptions
+from varmq.contract.stored_settings import QueueSettingsError
 
 from ._distributed import DistributedPriorityQueue, DistributedQueue
 from ._queue import PriorityQueue, Queue
@@ -43,6 +44,7 @@ __all__ = [
     "PriorityQueue",
     "Queue",
     "QueueKindError",
+    "QueueSettingsError",
     "QueueOptions",
     "QueueStats",
     "Queues",

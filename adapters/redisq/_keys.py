@@ -106,6 +106,7 @@ TOPIC_KEYS = (
     f"{PREFIX}:{{topics}}:bindings",
     f"{PREFIX}:{{topics}}:version",
     f"{PREFIX}:{{topics}}:published",
+    f"{PREFIX}:{{topics}}:message_ids",
 )
 # Live subscribers' channels: one per topic name, "redisq:topic:<name>" (pub/sub channels
 # belong to no slot; a pattern subscription filters them by the pattern's leading words).

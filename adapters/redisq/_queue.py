@@ -116,14 +116,6 @@ class _StoredQueue:
         """How long a lease lasts after a take or an extension (the visibility timeout)."""
         return self._lease_seconds
 
-    def stored_kind(self) -> str | None:
-        """The kind stored for this name, recorded now if the queue is new; ``None`` once
-        ``Queues`` is closed."""
-        result = self._run("open", self.KIND)
-        if result is FAILED:
-            return None
-        return _text(result)
-
     @property
     def keep_results(self) -> float:
         """Seconds an ended job's record is kept; ``0.0``: this object adds jobs without

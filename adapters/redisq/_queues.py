@@ -17,15 +17,17 @@ from redis.cluster import RedisCluster
 from redis.exceptions import ResponseError
 from redis.retry import Retry
 
+from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
 from varmq.contract.rules import QueueOptions, check_name, queue_settings
+from varmq.contract.stored_settings import encode, settle
 
 from ._distributed import DistributedPriorityQueue, DistributedQueue
 from ._health import Health
-from ._keys import REGISTRY
+from ._keys import REGISTRY, queue_keys
 from ._location import describe, redact
 from ._pubsub import Listener
 from ._queue import PRIORITY, PriorityQueue, Queue, _StoredQueue
-from ._script import Client, ScriptRunner
+from ._script import FAILED, Client, ScriptRunner
 from ._topics import Topics
 from .errors import FAILURES, EvictionPolicyError, RedisUnavailableError
 
@@ -342,13 +344,17 @@ class Queues:
                 "list_queues() shows the existing ones"
             )
         if _decode(kind) == PRIORITY:
-            return self._open(DistributedPriorityQueue, name, options)
-        return self._open(DistributedQueue, name, options)
+            return self._open(DistributedPriorityQueue, name, options, offer=False)
+        return self._open(DistributedQueue, name, options, offer=False)
 
-    def topics(self) -> Topics:
+    def topics(self, *, dedup_ttl: float = DEFAULT_TOPIC_DEDUP_TTL) -> Topics:
         """The topic bindings of this Redis, publishing into bound queues, and live
-        subscribers (see :mod:`redisq._topics`); every process using this Redis shares them."""
-        topics = Topics(self._client, self.location, self._runner._clock)
+        subscribers (see :mod:`redisq._topics`); every process using this Redis shares them.
+
+        ``dedup_ttl``: seconds a ``message_id`` this object publishes is kept in Redis, so that
+        a publish of it again within that time, by any process, stores nothing (default one
+        day; 0: only while its copies are stored)."""
+        topics = Topics(self._client, self.location, self._runner._clock, dedup_ttl)
         with self._lock:
             if self._closed:
                 raise RuntimeError("redisq: cannot open topics: Queues is closed")
@@ -375,39 +381,43 @@ class Queues:
         if self._owns_client:
             self._client.close()
 
-    def _open(self, cls: type[_Q], name: str, options: Mapping[str, Any]) -> _Q:
-        """The one opener: check the name and options, check the stored kind, remember the
+    def _open(
+        self, cls: type[_Q], name: str, options: Mapping[str, Any], *, offer: bool = True
+    ) -> _Q:
+        """The one opener: check the name and options, check the stored kind, settle the
+        defining settings (stored here when ``offer`` and none are stored yet), remember the
         queue for close()."""
         check_name(f"redisq: {self.location}", name)
-        settings = queue_settings(f"redisq: queue {name!r} on {self.location}", options)
-        queue = cls(name, self._runner, self._listener, settings)
+        subject = f"redisq: queue {name!r} on {self.location}"
+        offered = queue_settings(subject, options)
+        self._check_open(name)
+        self._check_eviction()
+        offer_text = encode(offered) if offer else ""
+        answer = self._runner.run(name, queue_keys(name).keys, "open", cls.KIND, offer_text)
+        if answer is FAILED:  # Queues was closed meanwhile
+            raise RuntimeError(f"redisq: cannot open queue {name!r}: Queues is closed")
+        kind, stored = _decode(answer[0]), answer[1] or None
+        if kind != cls.KIND:
+            opener = "new_priority_queue" if kind == PRIORITY else "new_queue"
+            raise QueueKindError(
+                f"redisq: queue {name!r} exists as a {kind} queue, not {cls.KIND}; "
+                f"open it with {opener}() (or the distributed variant) or use another name"
+            )
+        self._register(name, kind)
+        queue = cls(name, self._runner, self._listener, settle(subject, options, offered, stored))
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._queues.append(queue)
+        if closed:
+            queue.close()
+            self._check_open(name)
+        return queue
+
+    def _check_open(self, name: str) -> None:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"redisq: cannot open queue {name!r}: Queues is closed")
-            self._queues.append(queue)
-        try:
-            self._check_eviction()
-            kind = queue.stored_kind()
-            if kind is not None and kind == queue.KIND:
-                self._register(name, kind)
-        except BaseException:
-            with self._lock:
-                self._forget(queue)
-            raise
-        # None: Queues was closed meanwhile; every enqueue checks the kind again anyway.
-        if kind is not None and kind != queue.KIND:
-            with self._lock:
-                self._forget(queue)
-            opener = "new_priority_queue" if kind == PRIORITY else "new_queue"
-            raise QueueKindError(
-                f"redisq: queue {name!r} exists as a {kind} queue, not {queue.KIND}; "
-                f"open it with {opener}() (or the distributed variant) or use another name"
-            )
-        return queue
-
-    def _forget(self, queue: _StoredQueue) -> None:
-        if queue in self._queues:
-            self._queues.remove(queue)
 
     def _register(self, name: str, kind: str) -> None:
         """Record the queue in the registry for list_queues() (idempotent)."""

@@ -20,7 +20,10 @@ Publishing
     every process listen to. On a Redis Cluster the queues live in different slots, so no
     script can touch them together: each copy is stored by its own ``enqueue`` of the queue
     (dedup by the same job id when there is a ``message_id``, so a retried publish completes a
-    partial one and stores nothing twice).
+    partial one and stores nothing twice). A ``message_id`` is also kept, in a sorted set by
+    expiry, for the ``dedup_ttl`` of the publishing object: a publish of a kept id stores
+    nothing, whoever consumed the first copies (Redis Cluster: checked before the copies, kept
+    after the last).
 
 Live subscribers
     Every publish bumps a counter and publishes ``"<sequence> <message>"`` on the channel of
@@ -44,6 +47,7 @@ import importlib.resources
 import itertools
 import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -54,6 +58,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from redis.cluster import RedisCluster
 
 from varmq.contract import envelope
+from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
+from varmq.contract.rules import check
 from varmq.contract.rules import check_name as check_queue_name
 from varmq.contract.topic_names import (
     ON_FULL,
@@ -145,11 +151,19 @@ class Topics:
     the bindings stay in Redis.
     """
 
-    def __init__(self, client: Client, where: str, clock: Callable[[], int] | None) -> None:
+    def __init__(
+        self,
+        client: Client,
+        where: str,
+        clock: Callable[[], int] | None,
+        dedup_ttl: float = DEFAULT_TOPIC_DEDUP_TTL,
+    ) -> None:
         self._client = client
         self._where = where
         self._clock = clock
         self._subject = f"redisq: {where}: topics"
+        # How long a published message id is kept (ms; 0: not kept), as a script argument.
+        self._keep_ms = math.ceil(check(self._subject, "dedup_ttl", dedup_ttl) * 1000)
         self._script = client.register_script(_TOPICS_SCRIPT)
         # queue.lua, for the copies of a publish on Redis Cluster (one enqueue per queue).
         self._queue_script = client.register_script(SCRIPT_TEXT)
@@ -227,7 +241,8 @@ class Topics:
                 routing = self._read_routes()[0]
             if route is None:
                 route = self._new_route(routing, name, dedup)
-            args = (*route.head, message_id or b"", data_bytes, self._id_prefix_bytes)
+            keep = self._keep_ms if message_id else 0
+            args = (*route.head, message_id or b"", data_bytes, self._id_prefix_bytes, keep)
             reply = self._run(route.what, route.keys, "publish", *args, *route.queues)
             if reply[0] >= 0:
                 return int(reply[0])
@@ -264,8 +279,12 @@ class Topics:
         copies: envelope.Copies,
         live: bytes,
     ) -> int:
-        """Redis Cluster: announce the publish, then store each copy by its own dedup
-        enqueue of the same job id."""
+        """Redis Cluster: unless the message id is kept, announce the publish, store each copy
+        by its own dedup enqueue of the same job id, then keep the message id (a publish that
+        failed part way keeps none, so its retry completes it)."""
+        keep = self._keep_ms if message_id else 0
+        if keep and self._run(f"publish {name!r}", TOPIC_KEYS, "topic_seen", message_id or ""):
+            return 0
         version, _ = self._run(
             f"publish {name!r}", TOPIC_KEYS, "topic_announce", topic_channel(name), live
         )
@@ -292,6 +311,8 @@ class Topics:
                 self._client.hsetnx(REGISTRY, queue, kind)
             except FAILURES as exc:
                 raise self._unavailable(what, exc) from exc
+        if keep:
+            self._run(f"publish {name!r}", TOPIC_KEYS, "topic_keep", message_id or "", keep)
         return stored
 
     def _read_routes(self) -> tuple[_Routing, list[tuple[str, str]]]:

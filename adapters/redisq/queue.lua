@@ -7,7 +7,9 @@ so the script runs on one Redis Cluster slot and touches no key it was not given
 SCAN. Each command below is atomic.
 
 KEYS (strings, built by redisq/_keys.py; <q> stands for "redisq:{<escaped name>}")
-  KEYS[1]  <q>:meta        HASH    "kind" -> "fifo" | "priority", set by the first open/enqueue
+  KEYS[1]  <q>:meta        HASH    "kind" -> "fifo" | "priority", set by the first open/enqueue;
+                                   "settings" -> the JSON of the queue's defining settings, set
+                                   by the first open that offers them (never changed after)
   KEYS[2]  <q>:ready       ZSET    job id -> priority (FIFO: 0). Waiting jobs, taken lowest first;
                                    equal scores order by member, i.e. by job id = (time the job
                                    became available, enqueue sequence)
@@ -89,7 +91,11 @@ ARGV common to every command
                     skewed clocks agree (Redis >= 5 replicates script effects, not the script)
 
 Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as given)
-  open     ARGV[3] kind ("fifo"|"priority")             -> the stored kind (sets it if unset)
+  open     ARGV[3] kind ("fifo"|"priority"), ARGV[4] settings offered (JSON; "" = none)
+                                                        -> {the stored kind (set if unset), the
+                                                           stored settings ("" = none)}; the
+                                                           offer is stored only if none are and
+                                                           the kinds match
   enqueue  ARGV[3] kind, ARGV[4] priority (n), ARGV[5] payload (bytes),
            ARGV[6] channel ("" = do not publish), ARGV[7] caller's job id ("" = no dedup),
            ARGV[8] capacity (n; 0 = unlimited), ARGV[9] delay ms (n; <= 0 = available now),
@@ -758,7 +764,12 @@ end
 local command = ARGV[1]
 
 if command == 'open' then
-  return check_kind(ARGV[3])
+  local kind = check_kind(ARGV[3])
+  local offer = ARGV[4] or ''
+  if offer ~= '' and kind == ARGV[3] then
+    redis.call('HSETNX', K_META, 'settings', offer)
+  end
+  return {kind, redis.call('HGET', K_META, 'settings') or ''}
 
 elseif command == 'enqueue' then
   if check_kind(ARGV[3]) ~= ARGV[3] then

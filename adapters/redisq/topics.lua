@@ -17,9 +17,11 @@ KEYS
                                               number live subscribers receive, so that after a
                                               reconnection they know how many publishes they
                                               may have missed
+  KEYS[4]  redisq:{topics}:message_ids ZSET   message id -> until when it is kept (ms): a
+                                              publish of a kept id stores nothing
   publish only:
-  KEYS[4]  redisq:queues              HASH    the registry of queues (list_queues)
-  KEYS[5 ..]                          then, per copy, the keys of its queue a copy touches:
+  KEYS[5]  redisq:queues              HASH    the registry of queues (list_queues)
+  KEYS[6 ..]                          then, per copy, the keys of its queue a copy touches:
                                       with job ids (a publish with a message id) six, its
                                       meta, ready, payloads, dedup, job_ids and seq (KEYS[1, 2,
                                       3, 8, 9, 10] of queue.lua); without, four: meta, ready,
@@ -38,12 +40,19 @@ ARGV[1] command name, ARGV[2] now in integer ms from a test clock ("" = the serv
                                                            one call per queue)
   publish       ARGV[3] the bindings version the caller routed by, ARGV[4] live channel,
                 ARGV[5] topic name, ARGV[6] message id ("" = none: no dedup), ARGV[7] data
-                (JSON text), ARGV[8] job id prefix for copies without a message id, then
-                ARGV[9..] the queue names, one per copy
+                (JSON text), ARGV[8] job id prefix for copies without a message id, ARGV[9]
+                how long the message id is kept (ms; 0: not kept), then ARGV[10..] the queue
+                names, one per copy
                                                         -> {-1, version} when the bindings
                                                            changed since the caller read them
-                                                           (nothing stored: route again), else
-                                                           {copies stored, sequence}
+                                                           (nothing stored: route again),
+                                                           {0, ""} when the message id is
+                                                           kept (nothing stored or announced),
+                                                           else {copies stored, sequence}
+  topic_seen    ARGV[3] message id                      -> 1 when it is kept, else 0 (drops
+                                                           expired ids)
+  topic_keep    ARGV[3] message id, ARGV[4] ms to keep it -> 1 (Redis Cluster: after the
+                                                           copies of a publish)
 
 publish is the atomic step of "Topics" in varmq.contract.protocols: the caller matched the name against
 the bindings of version ARGV[3] and hands over the keys of exactly the queues they route to;
@@ -68,32 +77,47 @@ end
 local call = redis.call
 local command = ARGV[1]
 
+local function now_ms()
+  if ARGV[2] == '' then
+    local t = call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return tonumber(ARGV[2])
+end
+
+-- Whether message id `id` is kept, after dropping the ids whose time is up.
+local function seen(id, now)
+  call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+  return call('ZSCORE', KEYS[4], id) ~= false
+end
+
 if command == 'publish' then
   local version = call('GET', KEYS[2]) or '0'
   if version ~= ARGV[3] then
     return {-1, version}
   end
-  local now = ARGV[2]
-  if now == '' then
-    local t = call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  else
-    now = tonumber(now)
+  local now = now_ms()
+  local message_id, data, prefix = ARGV[6], ARGV[7], ARGV[8]
+  local keep = tonumber(ARGV[9])
+  if message_id ~= '' and keep > 0 then
+    if seen(message_id, now) then
+      return {0, ''}
+    end
+    call('ZADD', KEYS[4], now + keep, message_id)
   end
   -- queue.lua's job id: the time it became available (15 digits), then the queue's sequence.
   local id_head = string.format('%015d', now)
-  local registry = KEYS[4]
-  local message_id, data, prefix = ARGV[6], ARGV[7], ARGV[8]
+  local registry = KEYS[5]
   local sequence = call('INCR', KEYS[3])
   local tail = ',"status":"Created","data":' .. data .. '}'
-  local copies = #ARGV - 8
-  local stride = copies > 0 and (#KEYS - 4) / copies or 0
+  local copies = #ARGV - 9
+  local stride = copies > 0 and (#KEYS - 5) / copies or 0
   local dedup = stride == 6
   local stored = 0
-  local base = 4
+  local base = 5
   for i = 1, copies do
     local meta, ready, payloads = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
-    local queue = ARGV[8 + i]
+    local queue = ARGV[9 + i]
     local job_id, dedup_key, job_ids, seq
     if dedup then
       dedup_key, job_ids, seq = KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]
@@ -153,6 +177,13 @@ elseif command == 'topic_routes' then
     reply[#reply + 1] = member
   end
   return reply
+
+elseif command == 'topic_seen' then
+  return seen(ARGV[3], now_ms()) and 1 or 0
+
+elseif command == 'topic_keep' then
+  call('ZADD', KEYS[4], now_ms() + tonumber(ARGV[4]), ARGV[3])
+  return 1
 
 elseif command == 'topic_announce' then
   local sequence = call('INCR', KEYS[3])

@@ -19,6 +19,7 @@ Standard library only. See ``docs/sqliteq.md``.
 from __future__ import annotations
 
 from varmq.contract.protocols import DeadLetterRecord, QueueStats
+from varmq.contract.stored_settings import QueueSettingsError
 
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._options import QueueOptions
@@ -53,6 +54,7 @@ __all__ = [
     "PriorityQueue",
     "Queue",
     "QueueKindError",
+    "QueueSettingsError",
     "QueueNotFoundError",
     "QueueOptions",
     "QueueStats",

@@ -2,7 +2,8 @@
 
 Every storage checks its options and arguments by :mod:`varmq.contract.rules`; sqliteq adds the
 rows of the options only it has (``remove_on_complete``, ``completed_limit``,
-``completed_max_age``) and their defaults. No state, no I/O.
+``completed_max_age``) and their defaults, and which of them define a queue (stored with it by
+its first opener, :mod:`varmq.contract.stored_settings`). No state, no I/O.
 """
 
 from __future__ import annotations
@@ -11,10 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from varmq.contract import rules
+from varmq.contract import rules, stored_settings
 from varmq.contract.protocols import MAX_COUNT, MAX_DELAY
 
-__all__ = ["QueueOptions", "QueueSettings", "queue_settings"]
+__all__ = ["DEFINING", "QueueOptions", "QueueSettings", "queue_settings", "settle"]
+
+DEFINING = (*stored_settings.DEFINING, "remove_on_complete", "completed_limit", "completed_max_age")
+"""The options stored with a queue: every storage's, and sqliteq's retention of done jobs."""
 
 
 class QueueOptions(rules.QueueOptions, total=False):
@@ -52,3 +56,11 @@ _RULES: Mapping[str, rules.Rule] = {
 def queue_settings(subject: str, options: Mapping[str, Any]) -> QueueSettings:
     """Check the keyword options of an opener and fill in the defaults."""
     return rules.queue_settings(subject, options, QueueSettings, _RULES)
+
+
+def settle(
+    subject: str, options: Mapping[str, Any], offered: QueueSettings, stored: str | None
+) -> QueueSettings:
+    """``offered`` with the settings stored with the queue (see
+    :func:`varmq.contract.stored_settings.settle`)."""
+    return stored_settings.settle(subject, options, offered, stored, DEFINING, _RULES)

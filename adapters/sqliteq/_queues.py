@@ -7,15 +7,17 @@ import sqlite3
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
 from varmq.contract.rules import check_name
+from varmq.contract.stored_settings import encode
 
-from . import _sql
+from . import _schema, _sql
 from ._clock import Clock, host_lease_clock, wall_clock_ms
 from ._database import Database
 from ._dead import DeadLetterShelf
 from ._kinds import DistributedPriorityQueue, DistributedQueue, PriorityQueue, Queue
 from ._open import connect, open_database, open_read_only, read_only_query
-from ._options import QueueOptions, queue_settings
+from ._options import DEFINING, QueueOptions, queue_settings, settle
 from ._queue import StoredQueue, subject_of
 from ._records import RecordStore
 from ._topics import Topics
@@ -261,13 +263,17 @@ class Queues:
         if kind is None:
             raise QueueNotFoundError(self._db.path, name)
         if kind == "priority":
-            return self._open(DistributedPriorityQueue, name, options)
-        return self._open(DistributedQueue, name, options)
+            return self._open(DistributedPriorityQueue, name, options, offer=False)
+        return self._open(DistributedQueue, name, options, offer=False)
 
-    def topics(self) -> Topics:
+    def topics(self, *, dedup_ttl: float = DEFAULT_TOPIC_DEDUP_TTL) -> Topics:
         """The topic bindings of this file and publishing into bound queues (see
-        :class:`~sqliteq._topics.Topics`); every process using the file shares them."""
-        return Topics(self._db)
+        :class:`~sqliteq._topics.Topics`); every process using the file shares them.
+
+        ``dedup_ttl``: seconds a ``message_id`` this object publishes is kept in the file, so
+        that a publish of it again within that time, by any process, stores nothing (default
+        one day; 0: only while its copies are stored)."""
+        return Topics(self._db, dedup_ttl)
 
     def close(self) -> None:
         """Store the adds already handed to the writer thread, stop the threads and close the
@@ -276,32 +282,48 @@ class Queues:
         self._watcher.close()
         self._db.close()
 
-    def _open(self, cls: type[Q], name: str, options: Mapping[str, Any]) -> Q:
-        """The one opener: check the name and options, record the queue's kind, open it."""
+    def _open(
+        self, cls: type[Q], name: str, options: Mapping[str, Any], *, offer: bool = True
+    ) -> Q:
+        """The one opener: check the name and options, record the queue's kind and (when it
+        offers them and none are stored yet) its defining settings, open it."""
         check_name(f"sqliteq: {self._db.path}", name)
-        settings = queue_settings(subject_of(self._db, name), options)
+        subject = subject_of(self._db, name)
+        offered = queue_settings(subject, options)
         kind = "priority" if issubclass(cls, PriorityQueue) else "fifo"
-        stored = self._stored_kind(name) if self._db.read_only else self._register(name, kind)
+        if self._db.read_only:
+            stored, text = self._stored_kind(name), self._stored_settings(name)
+        else:
+            stored, text = self._register(name, kind, encode(offered, DEFINING) if offer else None)
         if stored is None:  # a read-only file opens only the queues it has
             raise QueueNotFoundError(self._db.path, name)
         if stored != kind:
             raise QueueKindError(self._db.path, name, stored, kind)
+        settings = settle(subject, options, offered, text)
         db, watcher = self._db, self._watcher
-        subject = subject_of(db, name)
         records = RecordStore(db, watcher, name, subject, settings)
         dead = DeadLetterShelf(db, name, subject, settings, records)
         return cls(
             db, name, settings, watcher=watcher, writer=self._writer, records=records, dead=dead
         )
 
-    def _register(self, name: str, kind: str) -> str:
-        """Record that ``name`` is a queue of ``kind`` unless it is one already; its kind."""
+    def _register(self, name: str, kind: str, offer: str | None) -> tuple[str, str | None]:
+        """Record that ``name`` is a queue of ``kind`` unless it is one already, and store the
+        settings offered unless some are stored already: its kind and stored settings."""
 
-        def body(conn: sqlite3.Connection, now: int) -> str:
+        def body(conn: sqlite3.Connection, now: int) -> tuple[str, str | None]:
             conn.execute(_sql.REGISTER_QUEUE, {"queue": name, "kind": kind})
-            return str(conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()[0])
+            stored = str(conn.execute(_sql.QUEUE_KIND, {"queue": name}).fetchone()[0])
+            if offer is not None and stored == kind:
+                conn.execute(_schema.CREATE_QUEUE_SETTINGS)
+                conn.execute(_sql.OFFER_QUEUE_SETTINGS, {"queue": name, "settings": offer})
+            return stored, _read_settings(conn, name)
 
         return self._db.transaction(body, "open_queue")
+
+    def _stored_settings(self, name: str) -> str | None:
+        """The settings stored with the queue ``name``, without writing; ``None``: none."""
+        return self._db.query(lambda conn, now: _read_settings(conn, name), "open_queue")
 
     def _stored_kind(self, name: str) -> str | None:
         """The kind of the queue ``name`` in the file, without writing; ``None``: no such."""
@@ -311,3 +333,11 @@ class Queues:
             return None if row is None else str(row[0])
 
         return self._db.query(body, "open_queue")
+
+
+def _read_settings(conn: sqlite3.Connection, name: str) -> str | None:
+    """The settings stored with the queue ``name`` (``None``: none, or no table yet)."""
+    if conn.execute(_sql.HAS_QUEUE_SETTINGS).fetchone() is None:
+        return None
+    row = conn.execute(_sql.QUEUE_SETTINGS, {"queue": name}).fetchone()
+    return None if row is None else str(row[0])

@@ -40,6 +40,13 @@ Layout (schema version 6)
                 requested while it ran. ``queues.ended`` is bumped at every end and
                 ``ended_seq`` numbers the ends in order: the watcher reads the ends after the
                 last it told, and ``keep_results_limit`` keeps the records of the last ends.
+    ``queue_settings`` (no version: created by the first ``new_*`` opener that finds it
+                missing, see CREATE_QUEUE_SETTINGS) one row per queue whose settings were
+                stored: the defining options of its first opener, as JSON
+                (:mod:`varmq.contract.stored_settings`).
+    ``topic_message_ids`` (no version either: made by the first publish that keeps a message
+                id) one row per published topic ``message_id`` kept for dedup, until
+                ``expires_at`` (wall ms).
 
 Invariants
     - ``lease_token`` is set exactly while ``state = 'leased'``; a take always writes a fresh one,
@@ -67,6 +74,9 @@ __all__ = [
     "APPLICATION_ID",
     "CAPACITY_INSTALLED",
     "CHECK_REWRITES",
+    "CREATE_QUEUE_SETTINGS",
+    "CREATE_TOPIC_MESSAGE_IDS",
+    "CREATE_TOPIC_MESSAGE_IDS_EXPIRY",
     "INSTALL_CAPACITY",
     "MIGRATIONS",
     "READ_SCHEMA_VERSION",
@@ -341,6 +351,27 @@ READ_SCHEMA_VERSION = "PRAGMA schema_version"
 SET_SCHEMA_VERSION = "PRAGMA schema_version = {value:d}"
 SET_WRITABLE_SCHEMA = "PRAGMA writable_schema = {value}"
 REWRITE_TABLE_SQL = "UPDATE sqlite_master SET sql = :sql WHERE type = 'table' AND name = :name"
+
+# --- queue settings: a table added without a version ------------------------------------------
+
+# Created IF NOT EXISTS by every write open of a queue, not by a migration: the file keeps its
+# user_version, so sqliteq processes of schema version 6 that do not know the table go on sharing
+# the file (they neither read nor write it). Readers treat a missing table as "nothing stored".
+CREATE_QUEUE_SETTINGS = """
+CREATE TABLE IF NOT EXISTS queue_settings (
+    queue TEXT PRIMARY KEY NOT NULL,
+    settings TEXT NOT NULL
+) WITHOUT ROWID"""
+
+# Published topic message ids kept for dedup (Topics.publish), each until its expires_at (wall
+# ms): made, like queue_settings, by the first publish that keeps one, without a version.
+CREATE_TOPIC_MESSAGE_IDS = """
+CREATE TABLE IF NOT EXISTS topic_message_ids (
+    message_id TEXT PRIMARY KEY NOT NULL,
+    expires_at INTEGER NOT NULL
+) WITHOUT ROWID"""
+CREATE_TOPIC_MESSAGE_IDS_EXPIRY = """
+CREATE INDEX IF NOT EXISTS topic_message_ids_expiry ON topic_message_ids (expires_at)"""
 
 # --- capacity bookkeeping: installed by the first set_capacity on a file, kept from then on --
 

@@ -56,9 +56,13 @@ __all__ = [
     "INTEGRITY_CHECK",
     "JOB_ID_STORED",
     "LIST_DEAD",
+    "HAS_QUEUE_SETTINGS",
+    "KEEP_MESSAGE_ID",
     "LIST_QUEUES",
+    "MESSAGE_ID_KEPT",
     "NACK",
     "PROMOTE_DUE",
+    "PRUNE_MESSAGE_IDS",
     "PRUNE_DEAD_BY_AGE",
     "PRUNE_DEAD_OLDEST",
     "PRUNE_DONE_BY_AGE",
@@ -66,7 +70,9 @@ __all__ = [
     "PURGE_TAKEABLE",
     "QUEUE_COUNTER",
     "QUEUE_COUNTERS",
+    "OFFER_QUEUE_SETTINGS",
     "QUEUE_KIND",
+    "QUEUE_SETTINGS",
     "QUICK_CHECK",
     "READ_APPLICATION_ID",
     "READ_USER_VERSION",
@@ -165,6 +171,30 @@ QUEUE_COUNTER = "SELECT enqueued FROM queues WHERE name = :queue"
 QUEUE_COUNTERS = "SELECT name, enqueued FROM queues"
 # queues primary key (its automatic index), in name order; one row per queue name.
 LIST_QUEUES = "SELECT name, kind FROM queues ORDER BY name"
+# queue_settings primary key: the first opener's settings stay (stored_settings).
+OFFER_QUEUE_SETTINGS = """
+INSERT OR IGNORE INTO queue_settings (queue, settings) VALUES (:queue, :settings)"""
+# queue_settings primary key.
+QUEUE_SETTINGS = "SELECT settings FROM queue_settings WHERE queue = :queue"
+# sqlite_master is scanned; it is tiny. A file no new_* opener wrote to has no such table.
+HAS_QUEUE_SETTINGS = """
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queue_settings'"""
+
+# --- topic message ids ---------------------------------------------------------------------
+
+# topic_message_ids_expiry: at most 100 expired ids per publish, soonest first, so one publish
+# never pays for a day's worth at once.
+PRUNE_MESSAGE_IDS = """
+DELETE FROM topic_message_ids WHERE message_id IN (
+    SELECT message_id FROM topic_message_ids WHERE expires_at <= :now
+    ORDER BY expires_at LIMIT 100
+)"""
+# topic_message_ids primary key.
+MESSAGE_ID_KEPT = """
+SELECT 1 FROM topic_message_ids WHERE message_id = :message_id AND expires_at > :now"""
+# topic_message_ids primary key: an expired row not pruned yet is replaced.
+KEEP_MESSAGE_ID = """
+INSERT OR REPLACE INTO topic_message_ids (message_id, expires_at) VALUES (:message_id, :until)"""
 
 # --- jobs --------------------------------------------------------------------------------------
 

@@ -7,7 +7,10 @@ and stores one copy per matching queue in one write transaction (every copy or n
 stored copy bumps its queue's ``enqueued`` counter, which is how any add is announced to
 subscribers in every process (the watcher thread). A copy with a job id (a publish with a
 ``message_id``) is stored as ``enqueue_dedup`` stores a job: not again while a copy with that
-id is stored. Capacities limit the queue objects' own enqueues, not copies.
+id is stored. The ``message_id`` itself is kept in ``topic_message_ids`` for the ``dedup_ttl``
+of the publishing object (default one day), in the same transaction: a publish of a kept id
+stores nothing, whoever consumed the first copies. Capacities limit the queue objects' own
+enqueues, not copies.
 
 Live subscribers (``ILiveTopics``) are not offered: SQLite has no way to push a publish to
 another process; bind a queue instead.
@@ -19,6 +22,7 @@ here raises :class:`TopicsStorageError` (an ``OSError`` naming the file) for sto
 from __future__ import annotations
 
 import itertools
+import math
 import sqlite3
 import threading
 import uuid
@@ -26,10 +30,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from varmq.contract import envelope
+from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
+from varmq.contract.rules import check
 from varmq.contract.rules import check_name as check_queue_name
 from varmq.contract.topic_names import PatternTrie, check_name, check_pattern, copy_id
 
-from . import _sql
+from . import _schema, _sql
 from ._database import Database
 from .errors import StorageUnavailableError
 
@@ -51,9 +57,13 @@ class TopicsStorageError(StorageUnavailableError):
 class Topics:
     """The topic bindings of one sqliteq file (``queues.topics()``): ``IStorageTopics``."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, dedup_ttl: float = DEFAULT_TOPIC_DEDUP_TTL) -> None:
         self._db = db
         self._subject = f"sqliteq: {db.path}: topics"
+        self._dedup_ttl_ms = math.ceil(check(self._subject, "dedup_ttl", dedup_ttl) * 1000)
+        # Whether this object saw topic_message_ids committed (a table is never dropped).
+        # Guarded by the database's write lock.
+        self._message_ids_made = False
         # The bindings last read and the trie built from them: rebuilt only when they changed.
         self._lock = threading.Lock()  # guards _seen, _trie and _routes
         self._seen: list[tuple[str, str]] | None = None
@@ -119,9 +129,19 @@ class Topics:
         copies = _copies(self._subject, name, data)
         registered = self._registered
         added: list[str] = []
+        keep_ms = self._dedup_ttl_ms if message_id else 0
 
         def body(conn: sqlite3.Connection, now: int) -> int:
             added.clear()
+            if keep_ms:
+                if not self._message_ids_made:
+                    conn.execute(_schema.CREATE_TOPIC_MESSAGE_IDS)
+                    conn.execute(_schema.CREATE_TOPIC_MESSAGE_IDS_EXPIRY)
+                conn.execute(_sql.PRUNE_MESSAGE_IDS, {"now": now})
+                kept = {"message_id": message_id, "now": now, "until": now + keep_ms}
+                if conn.execute(_sql.MESSAGE_ID_KEPT, kept).fetchone() is not None:
+                    return 0  # published within the window: nothing stored
+                conn.execute(_sql.KEEP_MESSAGE_ID, kept)
             queues, bumps = self._matching(_rows(conn), name, words)
             if not queues:
                 return 0
@@ -151,6 +171,7 @@ class Topics:
 
         stored = self._write(f"publish {name!r}", body, "publish")
         registered.update(added)  # committed
+        self._message_ids_made = self._message_ids_made or bool(keep_ms)
         return stored
 
     def _matching(

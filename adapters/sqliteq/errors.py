@@ -7,7 +7,9 @@ connection past ``busy_timeout``, disk full, I/O error, a damaged or replaced fi
 ``[]`` from a take means "empty", ``False`` from ``acknowledge`` or ``extend_lease`` means
 "not your lease any more". Bad arguments raise the plain ``TypeError`` and ``ValueError`` of
 :mod:`varmq.contract.rules`; opening a file that is not ours raises a
-:class:`RefusedDatabaseError`.
+:class:`RefusedDatabaseError`. An opener that gives a queue's stored setting another value
+raises ``QueueSettingsError``, the class every storage shares
+(:mod:`varmq.contract.stored_settings`, re-exported as ``sqliteq.QueueSettingsError``).
 """
 
 from __future__ import annotations

@@ -166,13 +166,14 @@ def test_on_a_cluster_copies_land_on_every_node_and_a_retry_stores_nothing_twice
         for name in names:
             topics.bind(f"{word}.#", name)
         priority = queues.new_priority_queue(names[0])
-        assert topics.publish(f"{word}.x", {"n": 1}, message_id="m-1") == len(names)
-        assert queues.topics().publish(f"{word}.x", {"n": 1}, message_id="m-1") == 0
+        mid = f"m-{word}"
+        assert topics.publish(f"{word}.x", {"n": 1}, message_id=mid) == len(names)
+        assert queues.topics().publish(f"{word}.x", {"n": 1}, message_id=mid) == 0
         taken = priority.dequeue()
-        assert taken is not None and envelope.decode(taken).id == f"m-1@{names[0]}"
+        assert taken is not None and envelope.decode(taken).id == f"{mid}@{names[0]}"
         for name in names[1:]:
             got = _drain(queues.new_queue(name))
-            assert [(e.id, e.data) for e in got] == [(f"m-1@{name}", {"n": 1})]
+            assert [(e.id, e.data) for e in got] == [(f"{mid}@{name}", {"n": 1})]
         assert {(n, k) for n, k in queues.list_queues() if n in names} == {
             (names[0], "priority"),
             *((n, "fifo") for n in names[1:]),

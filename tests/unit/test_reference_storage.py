@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from varmq.contract.stored_settings import QueueSettingsError
 from varmq.testing import (
     DEAD_LETTER_LIMIT,
     DEAD_LETTER_MAX_AGE,
@@ -383,15 +384,18 @@ def test_requeue_dead_wakes_subscribers(storage: MemoryStorage) -> None:
     assert heard == ["enqueued"]
 
 
-def test_dead_letter_retention_is_the_option_of_the_object_that_adds(
+def test_dead_letter_retention_is_stored_with_the_queue_by_its_first_opener(
     storage: MemoryStorage,
 ) -> None:
-    roomy, tight = storage.new_queue("q"), storage.new_queue("q", dead_letter_limit=1)
-    for q in (roomy, roomy, tight):
+    tight = storage.new_queue("q", dead_letter_limit=1)
+    inherits = storage.new_queue("q")  # leaves the option out: the queue's value applies
+    for q in (inherits, inherits, tight):
         assert q.enqueue(b"x")
         taken = q.dequeue_with_ack_id()
         assert taken is not None and q.dead_letter(taken[1], "boom")
-    assert len(roomy.dead_letters()) == 1
+    assert len(inherits.dead_letters()) == 1
+    with pytest.raises(QueueSettingsError, match=r"dead_letter_limit=2 given.*=1\b"):
+        storage.new_queue("q", dead_letter_limit=2)
 
 
 def test_dead_letter_defaults_keep_ten_thousand_for_seven_days() -> None:

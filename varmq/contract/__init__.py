@@ -8,6 +8,8 @@ Standard library only, and nothing of the rest of varmq:
   reader in Python;
 - :mod:`~varmq.contract.topic_names`: topic names, patterns and the trie that matches them;
 - :mod:`~varmq.contract.rules`: the argument and option rules with their messages;
+- :mod:`~varmq.contract.stored_settings`: the settings that define a queue, stored with it by
+  its first opener and shared by every later one;
 - :mod:`~varmq.contract.batching`: group commit, one write for the calls of many threads.
 
 A third-party adapter may import these to behave exactly as the built-in ones do; the

@@ -235,12 +235,18 @@ Topics (on the store: ``IStorageTopics``, ``ILiveTopics``)
     With a ``message_id``, the job id of the copy in queue ``q`` is
     ``varmq.contract.topic_names.copy_id(message_id, q)`` (``"<message_id>@<q>"``) and the copy is
     stored as ``enqueue_dedup`` stores it: not again while a copy with that id is stored, so
-    a publish retried by any process, or after a restart, stores nothing twice. Without one,
-    each copy gets a fresh unique job id. ``publish`` returns how many copies it stored (0
-    for a retried publish). Where one atomic step is impossible (queues in different Redis
-    Cluster slots), each copy is stored by its own dedup enqueue of the same job id, so a
-    retried publish completes a partial one and still stores nothing twice. Capacities set
-    on queue objects (``set_capacity``) limit those objects' own enqueues, not copies.
+    a publish retried by any process, or after a restart, stores nothing twice. And the
+    ``message_id`` itself is kept in the storage for the ``dedup_ttl`` seconds of the topics
+    object that published it (``store.topics(dedup_ttl=...)``, default
+    :data:`DEFAULT_TOPIC_DEDUP_TTL`, one day; 0 keeps none): a publish of a kept id, by any
+    process, stores no copy and returns 0, even once the first copies were consumed. The id is
+    kept in the same atomic step as the copies (Redis Cluster: after the last copy, so a retry
+    of a partial publish completes it). Without a ``message_id``, each copy gets a fresh unique
+    job id. ``publish`` returns how many copies it stored (0 for a retried publish). Where
+    one atomic step is impossible (queues in different Redis Cluster slots), each copy is
+    stored by its own dedup enqueue of the same job id, so a retried publish completes a
+    partial one and still stores nothing twice. Capacities set on queue objects
+    (``set_capacity``) limit those objects' own enqueues, not copies.
 
     ``ILiveTopics.subscribe(pattern, *, max_pending=1000, on_full="block",
     block_timeout=None)`` returns a live subscription (:class:`ILiveSubscription`) that
@@ -274,6 +280,7 @@ __all__ = [
     "MAX_QUEUE_NAME_BYTES",
     "MAX_JOB_ID_BYTES",
     "DEFAULT_MAX_PAYLOAD",
+    "DEFAULT_TOPIC_DEDUP_TTL",
     "MAX_VISIBILITY_TIMEOUT",
     "DeadLetterRecord",
     "IAcknowledgeable",
@@ -317,6 +324,9 @@ MAX_JOB_ID_BYTES = 1024
 DEFAULT_MAX_PAYLOAD = 4 * 1024 * 1024
 """Largest stored job (its envelope's bytes) unless the queue is opened with another
 ``max_payload``: 4 MiB. A larger payload belongs in a blob store, the job carrying its key."""
+DEFAULT_TOPIC_DEDUP_TTL = 86_400.0
+"""Seconds a storage's topics keep a published ``message_id`` unless ``topics(dedup_ttl=...)``
+says otherwise: one day, so a publish retried within it stores nothing, consumed or not."""
 MAX_DELAY = 3_153_600_000.0
 """Longest delay (and longest ``dead_letter_max_age``), in seconds: 100 years of 365 days."""
 MAX_VISIBILITY_TIMEOUT = 604_800.0
@@ -754,8 +764,8 @@ class IStorageTopics(Protocol):
 
     def publish(self, name: str, data: Any, *, message_id: str | None = None) -> int:
         """Store a copy of ``data`` in every bound queue whose pattern matches ``name``, in one
-        atomic step; how many copies were stored (0 for a publish retried with the same
-        ``message_id`` while its copies are stored)."""
+        atomic step; how many copies were stored (0 for a publish of a ``message_id`` kept
+        from an earlier publish, see "Topics")."""
         ...
 
     def bind(self, pattern: str, queue: str) -> bool:

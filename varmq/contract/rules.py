@@ -73,6 +73,8 @@ RULES: Mapping[str, Rule] = {
     "keep_results": Rule(False, 0, False, MAX_DELAY, "seconds >= 0, <= 100 years (0: off)"),
     "keep_results_limit": Rule(True, 1, False, MAX_COUNT, "an int >= 1"),
     "max_payload": Rule(True, 0, False, MAX_COUNT, "an int >= 0, in bytes (0: no limit)"),
+    # option of a storage's topics()
+    "dedup_ttl": Rule(False, 0, False, MAX_DELAY, "seconds >= 0, <= 100 years (0: keep none)"),
     # arguments of queue methods
     "delay": Rule(False, -_INF, False, MAX_DELAY, "finite seconds <= 100 years (<= 0: now)"),
     "priority": Rule(True, -MAX_PRIORITY, False, MAX_PRIORITY, "an int within +-2**53"),

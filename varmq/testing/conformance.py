@@ -48,7 +48,8 @@ protocols left out are skipped; the ones kept are checked with ``isinstance``.
 ``CheckConformance`` (``conformance_checks``: the argument and option checks every storage
 shares), ``WorkerConformance`` (``conformance_worker``: the worker on this storage) and
 ``RecordConformance`` (``conformance_records``: job records, their outcomes and cancel).
-``TopicConformance`` (``conformance_topics``: the store's topics, bindings and live
+``SettingsConformance`` (``conformance_settings``: the settings stored with a queue, shared by
+its openers). ``TopicConformance`` (``conformance_topics``: the store's topics, bindings and live
 subscribers). ``AsyncConformance`` (``conformance_async``: ``enqueue_async`` and its forms, for
 a storage that claims ``IAsyncEnqueue``; add ``ASYNC_EXTENSIONS`` to ``extensions``).
 """
@@ -98,6 +99,7 @@ from varmq.testing.conformance_checks import CheckConformance
 from varmq.testing.conformance_leases import LeaseConformance
 from varmq.testing.conformance_records import RecordConformance
 from varmq.testing.conformance_retries import RetryConformance
+from varmq.testing.conformance_settings import SettingsConformance
 from varmq.testing.conformance_topics import TopicConformance
 from varmq.testing.conformance_worker import WorkerConformance
 from varmq.testing.harness import QueueKind, QueuesHarness, StorageHarness
@@ -716,6 +718,7 @@ class QueueConformance(
     CheckConformance,
     WorkerConformance,
     RecordConformance,
+    SettingsConformance,
     TopicConformance,
 ):
     """The whole suite; subclass it with a ``Test*`` name and implement ``make_harness``."""

@@ -117,22 +117,34 @@ class RecordConformance(SuiteBase):
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
         self.require(IJobRecords)
-        name = fresh_name()
-        off = self.open(harness, kind, name)
+        off = self.open(harness, kind)
         assert off.keep_results == 0
         assert _add(off, kind, b"a", "job-1")
         assert off.job_record("job-1") is None
         assert off.cancel("job-1") is False
         assert len(off) == 1  # not cancelled: it has no record
+
+    def test_keep_results_is_stored_with_the_queue_and_an_opener_without_it_inherits_it(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        # A producer that leaves keep_results out must not add jobs without records (and so
+        # without the dedup a kept record gives) to a queue whose consumers keep them.
+        name = fresh_name()
         on = self.records(harness, kind, name)
-        assert on.keep_results == pytest.approx(KEEP)
-        assert on.job_record("job-1") is None  # added without records: none later either
-        # An object opened without the option still reads and cancels the queue's records.
-        assert _add(on, kind, b"b", "job-2")
-        record = off.job_record("job-2")
+        producer = self.open(harness, kind, name)
+        assert producer.keep_results == pytest.approx(KEEP)
+        assert _add(producer, kind, b"a", "job-1")
+        record = on.job_record("job-1")
         assert record is not None and record["state"] == "queued"
-        assert off.cancel("job-2") is True
-        assert _state(on, "job-2") == "cancelled"
+        (_, ack_id) = take_one(on)
+        on.acknowledge(ack_id)
+        assert _state(producer, "job-1") == "succeeded"
+        assert _add(producer, kind, b"again", "job-1")  # the kept record holds the id:
+        assert len(on) == 0 and _state(producer, "job-1") == "succeeded"  # nothing added
+        with pytest.raises(ValueError, match=r"keep_results=0 given.*keep_results=60"):
+            self.open(harness, kind, name, keep_results=0)
+        same = self.records(harness, kind, name)  # the stored value, given again: accepted
+        assert same.keep_results == pytest.approx(KEEP)
 
     def test_keep_results_must_be_seconds_from_zero_to_a_century(
         self, harness: StorageHarness, kind: QueueKind

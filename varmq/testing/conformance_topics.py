@@ -20,7 +20,12 @@ import pytest
 
 import varmq
 from varmq.contract import envelope
-from varmq.contract.protocols import ILiveSubscription, ILiveTopics, IStorageTopics
+from varmq.contract.protocols import (
+    DEFAULT_TOPIC_DEDUP_TTL,
+    ILiveSubscription,
+    ILiveTopics,
+    IStorageTopics,
+)
 from varmq.contract.topic_names import check_name, check_pattern, copy_id, matches
 from varmq.testing._suite import (
     DISTRIBUTED_KINDS,
@@ -54,10 +59,11 @@ def _eventually(predicate: Callable[[], bool], what: str) -> None:
 class TopicConformance(SuiteBase):
     """``topics()`` of the store: publish, bind, unbind, bindings, and live subscribers."""
 
-    def topics(self, harness: StorageHarness) -> Any:
-        """The topics of a store of the harness; skip unless the storage claims them."""
+    def topics(self, harness: StorageHarness, **options: Any) -> Any:
+        """The topics of a store of the harness (``options``: of ``topics()``); skip unless
+        the storage claims them."""
         self.require(IStorageTopics)
-        return self.store(harness).topics()
+        return self.store(harness).topics(**options)
 
     def live(self, harness: StorageHarness) -> Any:
         """Topics with live subscribers; skip unless the storage claims them."""
@@ -123,24 +129,53 @@ class TopicConformance(SuiteBase):
         ours = [pair for pair in topics.bindings() if pair[0].startswith(word)]
         assert ours == sorted([(f"{word}.#", a), (f"{word}.*", a)])
 
-    def test_a_retried_publish_stores_nothing_twice_while_its_copies_are_stored(
+    def test_a_published_message_id_is_kept_a_day_whoever_consumed_its_copies(
         self, harness: StorageHarness
     ) -> None:
         word, first, second = fresh_word(), fresh_name(), fresh_name()
+        mid = f"m-{word}"  # message ids are one namespace per store: unique to this test
         first_q = self.open(harness, FIFO, first)
         second_q = self.open(harness, FIFO, second)
         topics = self.topics(harness)
         topics.bind(f"{word}.#", first)
         topics.bind(f"{word}.#", second)
-        assert topics.publish(f"{word}.x", "once", message_id="m-1") == 2
+        assert topics.publish(f"{word}.x", "once", message_id=mid) == 2
         # The reply was lost: another process publishes it again.
-        assert self.topics(harness).publish(f"{word}.x", "once", message_id="m-1") == 0
-        assert [(e.id, e.data) for e in _envelopes(first_q)] == [(copy_id("m-1", first), "once")]
-        # Acknowledged, the copy in `first` is gone, and so is its id: a later retry stores it
-        # there again (and only there).
-        assert topics.publish(f"{word}.x", "once", message_id="m-1") == 1
-        assert [e.id for e in _envelopes(first_q)] == [copy_id("m-1", first)]
-        assert [e.id for e in _envelopes(second_q)] == [copy_id("m-1", second)]
+        assert self.topics(harness).publish(f"{word}.x", "once", message_id=mid) == 0
+        assert [(e.id, e.data) for e in _envelopes(first_q)] == [(copy_id(mid, first), "once")]
+        # The copy in `first` was consumed; the id is still kept: a publish a moment later, or
+        # an hour later, by any process, stores nothing.
+        assert self.topics(harness).publish(f"{word}.x", "once", message_id=mid) == 0
+        harness.advance(3600)
+        assert topics.publish(f"{word}.x", "once", message_id=mid) == 0
+        assert _envelopes(first_q) == []
+        # Past the window the id is forgotten: a new publish stores it where it is not stored.
+        harness.advance(DEFAULT_TOPIC_DEDUP_TTL)
+        assert topics.publish(f"{word}.x", "again", message_id=mid) == 1
+        assert [(e.id, e.data) for e in _envelopes(first_q)] == [(copy_id(mid, first), "again")]
+        assert [e.id for e in _envelopes(second_q)] == [copy_id(mid, second)]
+
+    def test_with_dedup_ttl_0_a_message_id_dedups_only_while_its_copies_are_stored(
+        self, harness: StorageHarness
+    ) -> None:
+        word, first = fresh_word(), fresh_name()
+        mid = f"m-{word}"
+        first_q = self.open(harness, FIFO, first)
+        topics = self.topics(harness, dedup_ttl=0)
+        topics.bind(f"{word}.#", first)
+        assert topics.publish(f"{word}.x", "once", message_id=mid) == 1
+        assert topics.publish(f"{word}.x", "once", message_id=mid) == 0  # its copy is stored
+        assert len(_envelopes(first_q)) == 1
+        assert topics.publish(f"{word}.x", "once", message_id=mid) == 1  # consumed: again
+
+    @pytest.mark.parametrize(
+        ("bad", "error"), [(-1, ValueError), (float("nan"), ValueError), ("60", TypeError)]
+    )
+    def test_a_bad_dedup_ttl_is_refused_naming_it(
+        self, harness: StorageHarness, bad: Any, error: type[Exception]
+    ) -> None:
+        with pytest.raises(error, match=r"dedup_ttl="):
+            self.topics(harness, dedup_ttl=bad)
 
     def test_without_a_message_id_every_publish_stores_a_copy_with_an_id_of_its_own(
         self, harness: StorageHarness
@@ -160,7 +195,9 @@ class TopicConformance(SuiteBase):
         word, name = fresh_word(), fresh_name()
         topics = self.topics(harness)
         assert topics.bind(f"{word}.#", name)
-        assert topics.publish(f"{word}.early", "waits for its consumer", message_id="e") == 1
+        assert (
+            topics.publish(f"{word}.early", "waits for its consumer", message_id=f"e-{word}") == 1
+        )
         assert (name, "fifo") in self.store(harness).list_queues()
         q = self.open(harness, FIFO, name)
         assert [e.data for e in _envelopes(q)] == ["waits for its consumer"]
@@ -195,7 +232,7 @@ class TopicConformance(SuiteBase):
         try:
             worker.with_distributed_queue(self.open(harness, QueueKind(False, True), name))
             for i in range(200):
-                assert topics.publish(f"{word}.{i % 3}", i, message_id=f"m-{i}") == 1
+                assert topics.publish(f"{word}.{i % 3}", i, message_id=f"m-{word}-{i}") == 1
             _eventually(lambda: len(seen) >= 200, "the worker did not run every copy")
             assert worker.wait(WAIT)
         finally:
@@ -281,12 +318,12 @@ class TopicConformance(SuiteBase):
         assert isinstance(live, ILiveSubscription)
         try:
             publisher = self.live(harness)
-            publisher.publish(f"{word}.eu.created", {"n": 1}, message_id="m-1")
+            publisher.publish(f"{word}.eu.created", {"n": 1}, message_id=f"m-{word}")
             publisher.publish(f"{word}.eu.cancelled", {"n": 2})
             publisher.publish(f"{word}.us.created", {"n": 3})
             got = [live.get(WAIT) for _ in range(2)]
             assert [(m.name, m.data, m.message_id) for m in got if m is not None] == [
-                (f"{word}.eu.created", {"n": 1}, "m-1"),
+                (f"{word}.eu.created", {"n": 1}, f"m-{word}"),
                 (f"{word}.us.created", {"n": 3}, None),
             ]
             assert (live.pattern, live.active, live.dropped, live.missed) == (

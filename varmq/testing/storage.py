@@ -55,9 +55,11 @@ from typing import Any, TypedDict, TypeVar
 
 from typing_extensions import Unpack
 
+from varmq.contract import stored_settings
 from varmq.contract.protocols import (
     DEFAULT_DEAD_LETTER_LIMIT,
     DEFAULT_DEAD_LETTER_MAX_AGE,
+    DEFAULT_TOPIC_DEDUP_TTL,
     DeadLetterRecord,
     LeaseAnswer,
     QueueStats,
@@ -165,18 +167,19 @@ class _NamedQueue:
     subscribers: list[tuple[_QueueBase, Callable[[str], None]]] = field(default_factory=list)
     records: RecordBook = field(default_factory=RecordBook)
     record_subscribers: list[tuple[_QueueBase, Callable[[str], None]]] = field(default_factory=list)
+    settings: str | None = None  # the defining settings of its first opener (stored_settings)
 
 
 class QueueOptions(TypedDict, total=False):
     """The keyword options of every opener of :class:`MemoryStorage`; all optional.
 
-    ``visibility_timeout``: seconds a lease lasts (default 300). ``dead_letter_limit``: dead
-    letters kept per queue, the oldest beyond it dropped (default 10,000).
-    ``dead_letter_max_age``: seconds a dead letter is kept (default 604,800: 7 days). The
-    retention options belong to the queue object, like a process's settings: they are applied
-    whenever that object adds a dead letter. ``keep_results``: seconds an ended job's record is
-    kept (default 0: no records); ``keep_results_limit``: ended records kept per queue (default
-    10,000).
+    Those of every storage (:class:`varmq.contract.rules.QueueOptions`): ``visibility_timeout``
+    (seconds a lease lasts, default 30), ``dead_letter_limit`` and ``dead_letter_max_age``
+    (dead letters kept per queue, default 10,000, for at most 7 days), ``keep_results`` (seconds
+    an ended job's record is kept, default 0: no records), ``keep_results_limit`` (default
+    10,000) and ``max_payload`` (default 4 MiB). All but ``visibility_timeout`` define the
+    queue: its first opener stores them, later openers inherit them
+    (:mod:`varmq.contract.stored_settings`).
     """
 
     visibility_timeout: float
@@ -184,6 +187,7 @@ class QueueOptions(TypedDict, total=False):
     dead_letter_max_age: float
     keep_results: float
     keep_results_limit: int
+    max_payload: int
 
 
 class MemoryStorage:
@@ -264,13 +268,14 @@ class MemoryStorage:
                 f" new_priority_queue() first (list_queues() shows the names)"
             )
         if named.priority:
-            return self._open(ReferenceDistributedPriorityQueue, name, options)
-        return self._open(ReferenceDistributedQueue, name, options)
+            return self._open(ReferenceDistributedPriorityQueue, name, options, offer=False)
+        return self._open(ReferenceDistributedQueue, name, options, offer=False)
 
-    def topics(self) -> ReferenceTopics:
+    def topics(self, *, dedup_ttl: float = DEFAULT_TOPIC_DEDUP_TTL) -> ReferenceTopics:
         """The topics of this storage (``IStorageTopics`` and ``ILiveTopics``): every topics
-        object of one storage shares its bindings, as processes sharing a store do."""
-        topics = ReferenceTopics(self, self._topics, Faults())
+        object of one storage shares its bindings and kept message ids, as processes sharing
+        a store do. ``dedup_ttl``: seconds a message id it publishes is kept (0: none)."""
+        topics = ReferenceTopics(self, self._topics, Faults(), dedup_ttl)
         with self._lock:
             self._opened.append(topics)
         return topics
@@ -318,17 +323,24 @@ class MemoryStorage:
         for q in opened:
             q.close()
 
-    def _open(self, kind: type[_Q], name: str, options: Mapping[str, Any]) -> _Q:
-        """The one opener: check the name and options, find or make the named queue."""
+    def _open(
+        self, kind: type[_Q], name: str, options: Mapping[str, Any], *, offer: bool = True
+    ) -> _Q:
+        """The one opener: check the name and options, find or make the named queue, settle
+        its defining settings (stored by the first opener that offers them)."""
         check_name(self.location, name)
-        settings = queue_settings(f"memory storage: queue {name!r}", options)
+        subject = f"memory storage: queue {name!r}"
+        offered = queue_settings(subject, options)
         priority = issubclass(kind, ReferencePriorityQueue)
         with self._lock:
             named = self._named.setdefault(name, _NamedQueue(name, priority))
+            if offer and named.settings is None and named.priority == priority:
+                named.settings = stored_settings.encode(offered)
+            stored = named.settings
         if named.priority != priority:
-            stored = "priority" if named.priority else "FIFO"
-            raise ValueError(f"memory storage: queue {name!r} is a {stored} queue; open it as one")
-        return kind(self, named, settings)
+            was = "priority" if named.priority else "FIFO"
+            raise ValueError(f"memory storage: queue {name!r} is a {was} queue; open it as one")
+        return kind(self, named, stored_settings.settle(subject, options, offered, stored))
 
     def _wall(self) -> float:
         """Unix seconds, moving with the storage clock."""

@@ -17,6 +17,7 @@ wait, since here both are in one process.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import logging
 import threading
 import uuid
@@ -25,6 +26,8 @@ from typing import Any, Protocol
 
 from varmq import Subscription, Topics
 from varmq.contract import envelope
+from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
+from varmq.contract.rules import check
 from varmq.contract.rules import check_name as check_queue_name
 from varmq.contract.topic_names import OnFull, check_name, check_pattern, copy_id, matches
 from varmq.testing.faults import Faults
@@ -64,6 +67,24 @@ class TopicState:
         self.subscriptions: list[ReferenceLiveSubscription] = []
         self.connected = True
         self.missed_meanwhile = 0  # publishes while disconnected
+        # Published message ids kept for dedup: id -> until (storage clock), and a heap of
+        # (until, id) to drop the expired ones soonest first.
+        self.message_ids: dict[str, float] = {}
+        self.message_id_expiry: list[tuple[float, str]] = []
+
+    def seen_locked(self, message_id: str, now: float) -> bool:
+        """Whether ``message_id`` is kept (dropping the expired ids first). Holds the lock."""
+        expiry = self.message_id_expiry
+        while expiry and expiry[0][0] <= now:
+            until, old = heapq.heappop(expiry)
+            if self.message_ids.get(old) == until:
+                del self.message_ids[old]
+        return message_id in self.message_ids
+
+    def keep_locked(self, message_id: str, until: float) -> None:
+        """Keep ``message_id`` until ``until`` (storage clock). Holds the storage's lock."""
+        self.message_ids[message_id] = until
+        heapq.heappush(self.message_id_expiry, (until, message_id))
 
 
 class ReferenceTopics:
@@ -71,11 +92,18 @@ class ReferenceTopics:
     ``ILiveTopics``. Its ``faults`` switches are the queues' (``Faults.unreachable`` makes
     every call raise, as ``storage.outage()`` does)."""
 
-    def __init__(self, storage: MemoryStorage, state: TopicState, faults: Faults) -> None:
+    def __init__(
+        self,
+        storage: MemoryStorage,
+        state: TopicState,
+        faults: Faults,
+        dedup_ttl: float = DEFAULT_TOPIC_DEDUP_TTL,
+    ) -> None:
         self._storage = storage
         self._state = state
         self.faults = faults
         self._subject = "memory storage: topics"
+        self._dedup_ttl = float(check(self._subject, "dedup_ttl", dedup_ttl))
         self._opened: list[ReferenceLiveSubscription] = []
 
     # -- bindings ------------------------------------------------------------------------
@@ -127,8 +155,12 @@ class ReferenceTopics:
         stored = 0
         notify: list[Callable[[str], None]] = []
         with storage._lock:
-            queues = sorted({q for (_, q), p in state.bindings.items() if matches(p, words)})
             now = storage._clock()
+            if message_id and self._dedup_ttl:
+                if state.seen_locked(message_id, now):
+                    return 0  # published within the window: nothing stored, nothing announced
+                state.keep_locked(message_id, now + self._dedup_ttl)
+            queues = sorted({q for (_, q), p in state.bindings.items() if matches(p, words)})
             for queue in queues:
                 job_id = copy_id(message_id, queue) if message_id else uuid.uuid4().hex
                 item = copies.of(job_id)

@@ -69,7 +69,8 @@ def corrupt_jobs_pages(db_path: Path) -> None:
 
 def undo_version_6(conn: sqlite3.Connection) -> None:
     """Take a file's schema back from version 6 to version 5 (job records), rows kept, as a
-    version-5 sqliteq wrote it."""
+    version-5 sqliteq wrote it (without the settings table, which no version-5 sqliteq made)."""
+    conn.execute("DROP TABLE IF EXISTS queue_settings")
     conn.execute("DROP TABLE job_records")
     conn.execute("DROP INDEX jobs_cancel")
     conn.execute("DROP INDEX jobs_line")

@@ -266,7 +266,7 @@ def test_open_queue_opens_an_existing_queue_as_its_own_distributed_kind(
 ) -> None:
     queues.new_queue("emails").enqueue(b"mail")
     queues.new_priority_queue("urgent").enqueue(b"fire", 1)
-    emails = queues.open_queue("emails", visibility_timeout=5, dead_letter_limit=2)
+    emails = queues.open_queue("emails", visibility_timeout=5)  # its own lease, stored limits
     urgent = queues.open_queue("urgent")
     assert isinstance(emails, sqliteq.DistributedQueue) and isinstance(emails, IDistributedQueue)
     assert isinstance(urgent, sqliteq.DistributedPriorityQueue)
