@@ -70,6 +70,7 @@ def test_worker_counters_and_gauges_are_exported_with_units_and_labels(
     assert samples[("varmq_jobs_completed_total", w)] == 3
     assert samples[("varmq_jobs_successful_total", w)] == 2
     assert samples[("varmq_jobs_failed_total", w)] == 1
+    assert samples[("varmq_jobs_unacknowledged_total", w)] == 0  # jobs that will run again
     assert samples[("varmq_jobs_processing", w)] == 0
     assert samples[("varmq_jobs_pending", w)] == 0
     assert samples[("varmq_worker_concurrency", w)] == 3

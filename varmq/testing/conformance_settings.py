@@ -9,7 +9,7 @@ suite. The semantics checked are those of :mod:`varmq.contract.stored_settings`:
 - a later opener that gives another value gets
   :class:`~varmq.contract.stored_settings.QueueSettingsError` (a ``ValueError``) naming the
   option and both values, and the stored value stays;
-- ``visibility_timeout`` belongs to each opener: two openers may differ.
+- ``visibility_timeout`` belongs to each opener: two openers may differ; its default is 30 s.
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ from typing import Any
 
 import pytest
 
-from varmq.contract.protocols import IDeadLetterable, IJobRecords
+from varmq.contract.protocols import (
+    DEFAULT_VISIBILITY_TIMEOUT,
+    IDeadLetterable,
+    IJobRecords,
+    ILeaseExtendable,
+)
 from varmq.contract.stored_settings import QueueSettingsError
 from varmq.testing._suite import LEASE, SuiteBase, fresh_name, put, take_one
 from varmq.testing.harness import QueueKind, StorageHarness
@@ -98,3 +103,10 @@ class SettingsConformance(SuiteBase):
         take_one(short_lease)
         harness.advance(LEASE * 1.5)  # the short lease ran out; the other opener's length is moot
         assert take_one(long_lease)[0] == b"job"
+
+    def test_the_default_lease_is_30_seconds_so_a_crashed_consumers_jobs_return_soon(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(ILeaseExtendable)
+        q = harness.new_queue(fresh_name(), priority=kind.priority, distributed=kind.distributed)
+        assert q.lease_seconds == DEFAULT_VISIBILITY_TIMEOUT == 30.0
