@@ -32,7 +32,7 @@ from . import _sql
 from ._checkpoint import BACKSTOP_PAGES, Checkpointer
 from ._clock import Clock
 from ._doorbell import Ringer
-from ._open import connect, read_only_query
+from ._open import connect, is_busy, read_only_query
 from .errors import (
     ClosedError,
     DamagedDatabaseError,
@@ -160,7 +160,7 @@ class Database:
                 try:
                     self._begin_immediate(conn)
                 except sqlite3.OperationalError as exc:
-                    if _is_busy(exc):
+                    if is_busy(exc):
                         if self._blocked_since is None or self._gap(asked):
                             self._blocked_since = asked
                         self._blocked_until = self.lease_clock()
@@ -274,7 +274,7 @@ class Database:
             error: StorageUnavailableError = DamagedDatabaseError(
                 self.path, op, f"the database file is corrupt ({exc})"
             )
-        elif isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+        elif isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
             error = StorageUnavailableError(
                 self.path,
                 op,
@@ -373,7 +373,7 @@ class Database:
                     return
                 except sqlite3.OperationalError as exc:
                     left = deadline - time.monotonic() - _BEGIN_PAUSE
-                    if not _is_busy(exc) or left <= 0:
+                    if not is_busy(exc) or left <= 0:
                         raise
                 # SQLite answered "busy" without waiting its busy timeout out (it does so when
                 # waiting could deadlock): try again, within what is left of the deadline.
@@ -383,13 +383,6 @@ class Database:
         finally:
             if shortened:
                 conn.execute(_sql.SET_BUSY_TIMEOUT.format(ms=round(self.busy_timeout * 1000)))
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED and their extended codes
-    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _is_corrupt(exc: sqlite3.Error) -> bool:

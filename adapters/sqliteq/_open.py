@@ -27,9 +27,10 @@ from .errors import (
     NotADatabaseError,
     RefusedDatabaseError,
     SchemaVersionError,
+    StorageUnavailableError,
 )
 
-__all__ = ["connect", "open_database", "open_read_only", "read_only_query"]
+__all__ = ["connect", "is_busy", "open_database", "open_read_only", "read_only_query"]
 
 _MAGIC = b"SQLite format 3\x00"
 _HEADER_SIZE = 100
@@ -68,6 +69,16 @@ def open_database(
         conn.execute(_sql.SET_SYNCHRONOUS.format(level=synchronous))
         conn.execute(_sql.SET_TEMP_STORE_MEMORY)
         _migrate(conn, path, create, lease_clock)
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if is_busy(exc):  # another process holds the write lock: busy, not a bad file
+            raise StorageUnavailableError(
+                path,
+                "open",
+                f"another connection held the write lock for all of busy_timeout "
+                f"({busy_timeout:g} s); try again later ({exc})",
+            ) from exc
+        raise RefusedDatabaseError(path, f"cannot be prepared ({exc})") from exc
     except sqlite3.Error as exc:
         conn.close()
         raise RefusedDatabaseError(path, f"cannot be prepared ({exc})") from exc
@@ -75,6 +86,14 @@ def open_database(
         conn.close()
         raise
     return conn
+
+
+def is_busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` says another connection holds a lock (SQLITE_BUSY, SQLITE_LOCKED)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED and their extended codes
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def open_read_only(path: str, *, busy_timeout: float, uri_query: str) -> sqlite3.Connection:

@@ -7,10 +7,18 @@ or any scheme a third-party adapter registers) and read it through the operator 
 :mod:`varmq.ops`. ``stats``, ``watch``, ``dead`` and ``job`` only look: they open the store
 read-only where its adapter can. This module parses arguments and prints; it knows no adapter.
 
+The store URL is the ``URL`` argument, or the contents of ``--url-file FILE``, or the
+environment variable ``VARMQ_URL`` when the argument is left out: the two last keep a password
+out of the process list.
+
 Exit codes: 0 done; 1 the command ran and failed or was declined (storage error, a queue whose
 storage did not answer, purge not confirmed); 2 bad input: usage errors, no such file, not a
-varmq store, storage unreachable, unknown queue. Errors are one line on stderr, never a
-traceback, and name stores by their ``location`` (URLs without credentials).
+varmq store, storage unreachable, unknown queue; 3 (``varmq worker``) a store the workers open
+was busy or unreachable at start-up: nothing wrong with the command, try again. Errors are one
+line on stderr, never a traceback, and name stores by their ``location`` (URLs without
+credentials). Text that came from storage (queue names, job ids, errors, results) is printed
+with its control characters escaped (``\x1b``), so job data cannot move an operator's cursor
+or retitle the terminal; ``--json`` output is exact JSON (its strings escape them already).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +50,10 @@ from .view import (
 __all__ = ["main"]
 
 
+STORE_UNAVAILABLE = 3
+"""Exit status of ``varmq worker`` when a store was locked or unreachable at start-up."""
+
+
 class CliError(Exception):
     """A failure to report on one line, with its exit code."""
 
@@ -49,11 +62,30 @@ class CliError(Exception):
         self.code = code
 
 
+# C0 and C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_BUT_NEWLINE = re.compile(
+    r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` with every control character escaped as ``\\xNN``/``\\uNNNN`` (``lines``:
+    newlines kept), for text from storage printed to a terminal."""
+    pattern = _CONTROL_BUT_NEWLINE if lines else _CONTROL
+    return pattern.sub(_escape, text)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def _queue(view: StoreView, name: str, where: str) -> Any:
     try:
         return view.queue(name)
     except UnknownQueueError as exc:
-        listed = ", ".join(exc.known) or "none"
+        listed = printable(", ".join(exc.known)) or "none"
         raise CliError(f"varmq: no queue named {name!r} in {where} (queues: {listed})") from None
 
 
@@ -74,6 +106,7 @@ def _stats_table(rows: list[QueueRow], out: TextIO) -> None:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    rows = [[printable(str(cell)) for cell in row] for row in rows]  # cells come from storage
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows, strict=True)]
     for row in (header, *rows):
         out.write(
@@ -86,7 +119,8 @@ def _report_unreachable(rows: list[QueueRow], where: str) -> int:
     down = unreachable(rows)
     for row in down:
         sys.stderr.write(
-            f"varmq: queue {row['name']!r} in {where} is unreachable: {row['error']}\n"
+            printable(f"varmq: queue {row['name']!r} in {where} is unreachable: {row['error']}")
+            + "\n"
         )
     return 1 if down else 0
 
@@ -103,7 +137,7 @@ def cmd_stats(args: argparse.Namespace, out: TextIO) -> int:
     elif rows:
         _stats_table(rows, out)
     else:
-        out.write(f"no queues in {where}\n")
+        out.write(printable(f"no queues in {where}") + "\n")
     return _report_unreachable(rows, where)
 
 
@@ -122,9 +156,9 @@ def cmd_watch(args: argparse.Namespace, out: TextIO) -> int:
                 rows = view.rows()
                 if clear:
                     out.write("\x1b[H\x1b[2J")
-                out.write(f"{where}  {datetime.now().strftime('%H:%M:%S')}\n")
+                out.write(printable(f"{where}  {datetime.now().strftime('%H:%M:%S')}") + "\n")
                 if view.error is not None:
-                    out.write(f"unreachable: {view.error}\n")
+                    out.write(printable(f"unreachable: {view.error}") + "\n")
                 _stats_table(rows, out)
                 out.flush()
                 shown += 1
@@ -208,9 +242,9 @@ def _job_lines(record: JobRecord, out: TextIO) -> None:
     if record.error is not None:
         rows.append(("error", f"{record.error.type}: {record.error.message}"))
     for key, value in rows:
-        out.write(f"{key + ':':<10} {value}\n")
+        out.write(f"{key + ':':<10} {printable(value)}\n")
     if record.error is not None and record.error.traceback:
-        out.write(record.error.traceback.rstrip("\n") + "\n")
+        out.write(printable(record.error.traceback.rstrip("\n"), lines=True) + "\n")
 
 
 def _clip(text: str, width: int) -> str:
@@ -268,6 +302,8 @@ def _load_workers(target: str) -> list[Any]:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: the project's own modules
     try:
         found: Any = importlib.import_module(module_name)
+    except OSError as exc:  # a store it opens is locked or unreachable: busy, not bad input
+        raise _store_unavailable(target, exc) from None
     except Exception as exc:  # not found, or the module itself raised while importing
         raise CliError(
             f"varmq: cannot import {module_name!r}: {type(exc).__name__}: {_one_line(exc)}"
@@ -280,6 +316,8 @@ def _load_workers(target: str) -> list[Any]:
     if not isinstance(found, BaseWorker) and callable(found):
         try:
             found = found()
+        except OSError as exc:
+            raise _store_unavailable(target, exc) from None
         except Exception as exc:
             raise CliError(
                 f"varmq: calling {target} raised {type(exc).__name__}: {_one_line(exc)}"
@@ -295,6 +333,15 @@ def _load_workers(target: str) -> list[Any]:
             f"varmq: {target} is not a worker, nor a callable returning one or several workers"
         )
     return workers
+
+
+def _store_unavailable(target: str, exc: OSError) -> CliError:
+    """The error of a start-up whose store was locked or unreachable: exit 3, not bad input."""
+    return CliError(
+        f"varmq: cannot start {target}: a store it opens did not answer: "
+        f"{type(exc).__name__}: {_one_line(exc)}",
+        STORE_UNAVAILABLE,
+    )
 
 
 def _one_line(exc: BaseException) -> str:
@@ -323,11 +370,11 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
             ) from None
         VarmqCollector(workers)
         try:
-            start_http_server(args.metrics_port)
+            start_http_server(args.metrics_port, addr=args.metrics_host)
         except OSError as exc:
             raise CliError(
-                f"varmq: --metrics-port {args.metrics_port}: cannot serve metrics there: "
-                f"{exc.strerror or exc}"
+                f"varmq: --metrics-host {args.metrics_host} --metrics-port {args.metrics_port}: "
+                f"cannot serve metrics there: {exc.strerror or exc}"
             ) from None
     logging.getLogger("varmq.service").info("%s", _starting(workers, args))
     return run(*workers, grace=args.grace)
@@ -348,7 +395,9 @@ def _starting(workers: list[Any], args: argparse.Namespace) -> str:
             f"{', '.join(queues) or 'no queue bound yet'})"
         )
     metrics = (
-        f"metrics on port {args.metrics_port}" if args.metrics_port is not None else "no metrics"
+        f"metrics on {args.metrics_host}:{args.metrics_port}"
+        if args.metrics_port is not None
+        else "no metrics"
     )
     return (
         f"varmq: starting {plural(len(workers), 'worker')}, grace "
@@ -369,18 +418,84 @@ def _positive_int(text: str) -> int:
     return value
 
 
+# The commands that open a store, with how many positionals they need after URL; options that
+# take a value (to count positionals right).
+_AFTER_URL = {"stats": 0, "watch": 0, "dead": 1, "job": 2, "requeue-dead": 1, "purge": 1}
+_VALUED = {"--interval", "--count", "--limit", "--url-file"}
+URL_VARIABLE = "VARMQ_URL"
+"""The environment variable a store URL is read from when the command line gives none."""
+
+
+def _url_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("url", metavar="URL", help="SQLite file, Redis URL or another store's URL")
+    # Read and taken out of the arguments by _with_url before argparse sees them; listed here
+    # for --help only.
+    p.add_argument(
+        "--url-file",
+        metavar="FILE",
+        help=f"read URL from FILE instead (or leave URL out and set {URL_VARIABLE})",
+    )
+
+
+def _with_url(argv: list[str]) -> list[str]:
+    """``argv`` with the store URL put in as the URL argument when it comes from
+    ``--url-file FILE`` or, the argument being left out, from ``VARMQ_URL``."""
+    command_at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if command_at is None or argv[command_at] not in _AFTER_URL:
+        return argv
+    command, rest = argv[command_at], argv[command_at + 1 :]
+    url_file, kept, positionals, i = None, [], 0, 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--url-file" or arg.startswith("--url-file="):
+            if "=" in arg:
+                url_file = arg.partition("=")[2]
+            elif i + 1 < len(rest):
+                url_file, i = rest[i + 1], i + 1
+            else:
+                raise CliError("varmq: --url-file needs a FILE")
+        else:
+            kept.append(arg)
+            if arg in _VALUED and i + 1 < len(rest):
+                kept.append(rest[i + 1])
+                i += 1
+            elif not arg.startswith("-"):
+                positionals += 1
+        i += 1
+    needed = _AFTER_URL[command]
+    if url_file is not None:
+        if positionals > needed and command != "requeue-dead":
+            raise CliError("varmq: give the store URL once: as URL or with --url-file, not both")
+        url = _read_url_file(url_file)
+    elif positionals == needed and os.environ.get(URL_VARIABLE, "").strip():
+        url = os.environ[URL_VARIABLE].strip()
+    else:
+        return argv
+    return [*argv[: command_at + 1], url, *kept]
+
+
+def _read_url_file(name: str) -> str:
+    try:
+        text = open(name, encoding="utf-8").read().strip()  # noqa: SIM115 - read whole, closed
+    except OSError as exc:
+        raise CliError(f"varmq: --url-file {name}: cannot read it: {exc.strerror or exc}") from None
+    if not text or "\n" in text:
+        raise CliError(f"varmq: --url-file {name}: expected one store URL on one line")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="varmq",
         description="Run varmq workers, and inspect varmq queues in a SQLite file, on Redis, or "
         "in any store whose adapter registers its URL scheme.",
         epilog="URL: a SQLite file (sqlite: prefix optional), a redis://, rediss:// or unix:// "
-        "URL, or a URL an installed adapter takes. stats, watch, dead and job open it "
-        "read-only. "
-        "Exit codes: 0 ok, 1 failed or not confirmed, 2 bad input.",
+        "URL, or a URL an installed adapter takes; or leave URL out and give --url-file FILE "
+        "or the environment variable VARMQ_URL, which keep a password out of the process "
+        "list. stats, watch, dead and job open it read-only. "
+        "Exit codes: 0 ok, 1 failed or not confirmed, 2 bad input, 3 store busy at start-up.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    url_help = "SQLite file, Redis URL or another store's URL"
 
     p = sub.add_parser(
         "worker",
@@ -389,7 +504,8 @@ def _parser() -> argparse.ArgumentParser:
         "or several) and run it until SIGTERM or SIGINT. On the first signal the workers stop "
         "taking jobs, hand taken jobs that have not started back to storage, and give running "
         "jobs --grace seconds; a second signal stops waiting. Exit 0 after a clean drain, 1 "
-        "when jobs were left running (their leases bring them back elsewhere).",
+        "when jobs were left running (their leases bring them back elsewhere), 2 for bad "
+        "input, 3 when a store was busy or unreachable at start-up.",
     )
     p.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.jobs:worker")
     p.add_argument("--grace", type=float, default=30.0, help="seconds running jobs get (30)")
@@ -400,42 +516,48 @@ def _parser() -> argparse.ArgumentParser:
         help="logging level (info)",
     )
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the metrics are served on (127.0.0.1: this host only; 0.0.0.0: all "
+        "interfaces, which anyone who can reach the port can read)",
+    )
     p.set_defaults(run=cmd_worker)
 
     p = sub.add_parser("stats", help="counts of every queue")
-    p.add_argument("url", metavar="URL", help=url_help)
+    _url_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=cmd_stats)
 
     p = sub.add_parser("watch", help="counts of every queue, refreshed")
-    p.add_argument("url", metavar="URL", help=url_help)
+    _url_arguments(p)
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (2)")
     p.add_argument("--count", type=_positive_int, help="stop after N refreshes")
     p.set_defaults(run=cmd_watch)
 
     p = sub.add_parser("dead", help="list a queue's dead letters, oldest first")
-    p.add_argument("url", metavar="URL", help=url_help)
+    _url_arguments(p)
     p.add_argument("queue", metavar="QUEUE")
     p.add_argument("--limit", type=_positive_int, default=100, help="at most N (100)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=cmd_dead)
 
     p = sub.add_parser("job", help="one job's record: state, attempts, times, result or error")
-    p.add_argument("url", metavar="URL", help=url_help)
+    _url_arguments(p)
     p.add_argument("queue", metavar="QUEUE")
     p.add_argument("job_id", metavar="ID", help="the job id it was added with")
     p.add_argument("--json", action="store_true", help="print JSON instead of lines")
     p.set_defaults(run=cmd_job)
 
     p = sub.add_parser("requeue-dead", help="put dead letters back in line")
-    p.add_argument("url", metavar="URL", help=url_help)
+    _url_arguments(p)
     p.add_argument("queue", metavar="QUEUE")
     p.add_argument("keys", metavar="KEY", nargs="*", help="dead-letter keys (see `varmq dead`)")
     p.add_argument("--all", action="store_true", help="every dead letter of the queue")
     p.set_defaults(run=cmd_requeue_dead)
 
     p = sub.add_parser("purge", help="delete a queue's waiting jobs (or, --dead, dead letters)")
-    p.add_argument("url", metavar="URL", help=url_help)
+    _url_arguments(p)
     p.add_argument("queue", metavar="QUEUE")
     p.add_argument("--dead", action="store_true", help="delete the dead letters instead")
     p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -446,6 +568,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
     parser = _parser()
+    try:
+        argv = _with_url(list(sys.argv[1:] if argv is None else argv))
+    except CliError as exc:
+        sys.stderr.write(f"{exc}\n")
+        return exc.code
     # KEYs may come after --all (`requeue-dead URL Q --all k1`); argparse stops collecting
     # positionals at the first option, so gather the rest here and let the command decide.
     args, extra = parser.parse_known_args(argv)
@@ -468,7 +595,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as exc:  # a storage failure mid-command: one line, not a traceback
         message = f"varmq: {args.command} failed: {type(exc).__name__}: {exc}"
-        sys.stderr.write(scrub(message, getattr(args, "url", "")) + "\n")
+        sys.stderr.write(printable(scrub(message, getattr(args, "url", "") or "")) + "\n")
         return 1
 
 
