@@ -28,12 +28,12 @@ class _Notifying(_StoredQueue):
         releases, requeues of dead letters, ``enqueue_many`` and topic copies always are.
 
         Returns once Redis confirmed the subscription. Lossy like Redis pub/sub; after a
-        reconnect every callback is called once. Raises
+        reconnect every callback is called once with ``"enqueued"``. Raises
         :class:`~redisq.errors.RedisUnavailableError` (and keeps nothing subscribed) when Redis
         cannot be reached within a connect and a reply timeout. Ignored once the queue is
         closed.
         """
-        self._listen(self._keys.channel, callback)
+        self._listen(self._keys.channel, callback, lambda: callback("enqueued"))
 
 
 class DistributedQueue(_Notifying, Queue):

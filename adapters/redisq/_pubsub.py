@@ -7,8 +7,10 @@ first ``subscribe`` (producer-only processes never open the connection) and is s
 ``close()`` before the interpreter exits.
 
 Pub/sub is lossy: messages published while the connection is down are gone. After the listener
-re-subscribes, it therefore calls each callback once with "enqueued", so a worker checks the
-queue instead of waiting for its next poll.
+re-subscribes a channel, it therefore calls the ``missed`` function each subscriber gave (a
+queue's: its callback with "enqueued", so a worker checks the queue instead of waiting for its
+next poll; a record listener's: wake every waiter to read again). A callback only ever gets the
+messages of its own channel.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["Listener"]
 
 Callback = Callable[[str], None]
+Missed = Callable[[], None]
+"""Called once after a re-subscription: messages of the channel may have been lost."""
 
 # How long one read waits for a message: bounds how late a new subscription is sent and how
 # late close() is noticed.
@@ -52,6 +56,8 @@ class Listener:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._callbacks: dict[str, list[Callback]] = {}
+        # (channel, callback) -> what to call after a re-subscription; absent: nothing.
+        self._missed: dict[tuple[str, Callback], Missed] = {}
         self._confirmed: set[str] = set()
         self._ever_confirmed: set[str] = set()
         self._down = False
@@ -65,8 +71,11 @@ class Listener:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def subscribe(self, channel: str, callback: Callback) -> BaseException | None:
-        """Call ``callback`` with each message on ``channel``.
+    def subscribe(
+        self, channel: str, callback: Callback, missed: Missed | None = None
+    ) -> BaseException | None:
+        """Call ``callback`` with each message on ``channel``, and ``missed()`` once after each
+        re-subscription (messages sent meanwhile are lost).
 
         Returns ``None`` once the server confirmed the subscription (so an enqueue made
         afterwards is heard). When the next attempt to reach Redis fails, or nothing is
@@ -78,6 +87,8 @@ class Listener:
             if self._stop.is_set():
                 return None
             self._callbacks.setdefault(channel, []).append(callback)
+            if missed is not None:
+                self._missed[(channel, callback)] = missed
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="redisq:pubsub", daemon=True)
                 self._thread.start()
@@ -106,6 +117,8 @@ class Listener:
             callbacks = self._callbacks.get(channel, [])
             if callback in callbacks:
                 callbacks.remove(callback)
+            if callback not in callbacks:
+                self._missed.pop((channel, callback), None)
             if not callbacks:
                 self._callbacks.pop(channel, None)
                 self._confirmed.discard(channel)
@@ -180,10 +193,14 @@ class Listener:
         if kind == "subscribe":
             with self._lock:
                 again = channel in self._ever_confirmed
-                callbacks = list(self._callbacks.get(channel, []))
+                missed = [
+                    self._missed[(channel, callback)]
+                    for callback in self._callbacks.get(channel, [])
+                    if (channel, callback) in self._missed
+                ]
             if again:
-                # Messages sent while we were away are lost: tell the worker to look anyway.
-                self._call(channel, callbacks, "enqueued")
+                # Messages sent while we were away are lost: each subscriber says what to do.
+                self._call_missed(channel, missed)
             self._health.ok()
             with self._changed:
                 if channel in self._callbacks:
@@ -196,6 +213,17 @@ class Listener:
             with self._lock:
                 callbacks = list(self._callbacks.get(channel, []))
             self._call(channel, callbacks, _text(message.get("data", b"")))
+
+    def _call_missed(self, channel: str, missed: list[Missed]) -> None:
+        for function in missed:
+            try:
+                function()
+            except Exception:
+                self._health.warn_once(
+                    ("missed", channel, repr(function)),
+                    f"redisq: a subscriber of {channel} raised after a reconnection; ignored",
+                    exc_info=True,
+                )
 
     def _call(self, channel: str, callbacks: list[Callback], action: str) -> None:
         for callback in callbacks:

@@ -125,14 +125,20 @@ class _StoredQueue:
     def _run(self, command: str, *args: bytes | str | int) -> Any:
         return self._runner.run(self._name, self._keys.keys, command, *args)
 
-    def _listen(self, channel: str, callback: Callable[[str], None]) -> None:
-        """Subscribe ``callback`` to ``channel`` through the listener until :meth:`close`;
-        raises ``RedisUnavailableError`` (keeping nothing) when Redis does not confirm."""
+    def _listen(
+        self,
+        channel: str,
+        callback: Callable[[str], None],
+        missed: Callable[[], None] | None = None,
+    ) -> None:
+        """Subscribe ``callback`` to ``channel`` through the listener until :meth:`close`
+        (``missed()`` after each reconnection); raises ``RedisUnavailableError`` (keeping
+        nothing) when Redis does not confirm."""
         with self._subscribers_lock:
             if self._closed:
                 return
             self._listening.append((channel, callback))
-        failure = self._listener.subscribe(channel, callback)
+        failure = self._listener.subscribe(channel, callback, missed)
         if failure is None:
             return
         with self._subscribers_lock:
@@ -556,7 +562,7 @@ class _StoredQueue:
         result = self._run("cancel", job_id, self._records_limit)
         return result is not FAILED and bool(result)
 
-    def subscribe_records(self, callback: Callable[[str], None]) -> None:
+    def subscribe_records(self, callback: Callable[[str | None], None]) -> None:
         """Call ``callback(job_id)`` after a record of this queue ended, through any object in
         any process (the queue's "ended" channel, on the ``Queues``'s one pub/sub connection).
 
@@ -570,7 +576,9 @@ class _StoredQueue:
             for job_id in json.loads(message):
                 callback(job_id)
 
-        self._listen(self._keys.records_channel, callback)
+        # Ends published while the connection was down are lost: None tells the waiters to
+        # read their records again (once: both channels come back on the one connection).
+        self._listen(self._keys.records_channel, callback, lambda: callback(None))
         self._listen(self._keys.records_batch_channel, batch)
 
     def close(self) -> None:

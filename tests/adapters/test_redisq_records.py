@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import pytest
 import redis
 from redis.crc import key_slot
 
+import redisq
+import varmq
 from redisq._keys import queue_keys
 
 if TYPE_CHECKING:
@@ -137,4 +140,80 @@ def test_an_ack_that_ends_several_records_tells_every_job_id_to_subscribers(
         assert message is not None and json.loads(message["data"]) == ids
     finally:
         pubsub.close()
+        queues.close()
+
+
+def _kill_subscribers(url: str) -> int:
+    """Close the pub/sub connections of this test's database, as a network failure would;
+    how many."""
+    raw = redis.Redis.from_url(url)
+    try:
+        db = str(raw.connection_pool.connection_kwargs.get("db", 0))
+        killed = 0
+        for entry in raw.client_list(_type="pubsub"):
+            if entry.get("db") == db:
+                killed += raw.client_kill_filter(_id=entry["id"])
+        return killed
+    finally:
+        raw.close()
+
+
+def test_after_a_reconnection_record_listeners_are_told_ends_may_be_lost_and_nothing_else(
+    redis_db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: the listener called every callback with "enqueued" after re-subscribing, so the
+    # record listener took "enqueued" for a job id and the batch listener logged a
+    # JSONDecodeError traceback; waiting result_of calls were not woken.
+    queues = redisq.new(redis_db)
+    try:
+        q = queues.new_distributed_queue("told-again", keep_results=60)
+        heard_records: list[str | None] = []
+        heard_queue: list[str] = []
+        q.subscribe_records(heard_records.append)
+        q.subscribe(heard_queue.append)
+        listener = queues._listener
+        before = listener.confirmations
+        assert _kill_subscribers(redis_db) >= 1
+        # Three channels of this Queues come back on a new connection.
+        assert listener.wait_for(lambda lst: lst.confirmations >= before + 3, WAIT * 4)
+        assert heard_records == [None]  # once: "read your records again"
+        assert heard_queue == ["enqueued"]  # the queue's subscriber: look at the queue
+        assert not [r for r in caplog.records if "JSONDecodeError" in r.getMessage()]
+        assert not [r for r in caplog.records if r.exc_info]
+    finally:
+        queues.close()
+
+
+def test_a_result_waiter_reads_again_at_once_when_the_listener_reconnects(redis_db: str) -> None:
+    queues = redisq.new(redis_db)
+    try:
+        q = queues.new_distributed_queue("waited", keep_results=60)
+        handle = varmq.new_distributed_queue(q)
+        handle.add("x", job_id="job-1")
+        reads: list[float] = []
+        read = q.job_record
+
+        def counted(job_id: str) -> Any:
+            reads.append(time.monotonic())
+            return read(job_id)
+
+        q.job_record = counted  # type: ignore[method-assign]
+        results: list[Any] = []
+        waiter = threading.Thread(target=lambda: results.append(handle.result_of("job-1", 30)))
+        waiter.start()
+        deadline = time.monotonic() + WAIT
+        while not reads:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.2)  # into its wait: without a wake-up its next read is 5 s away
+        count, killed_at = len(reads), time.monotonic()
+        assert _kill_subscribers(redis_db) >= 1
+        while len(reads) == count:
+            assert time.monotonic() - killed_at < 3.0, "the reconnection did not wake the waiter"
+            time.sleep(0.01)
+        taken = q.dequeue_with_ack_id()
+        assert taken is not None and q.acknowledge_with_results([(taken[1], b'"done"')])
+        waiter.join(WAIT)
+        assert results == ["done"]
+    finally:
         queues.close()

@@ -204,9 +204,15 @@ class StorageRecords:
 
     # -- hearing of ends ---------------------------------------------------------------------
 
-    def _heard(self, job_id: str) -> None:
+    def _heard(self, job_id: str | None) -> None:
+        """The storage says ``job_id`` ended; ``None``: ends may have been missed (a lost
+        connection), so every waiter reads its record again now."""
         with self._lock:
-            callbacks = self._listeners.pop(job_id, [])
+            if job_id is None:
+                waiting, self._listeners = self._listeners, {}
+                callbacks = [callback for each in waiting.values() for callback in each]
+            else:
+                callbacks = self._listeners.pop(job_id, [])
         for callback in callbacks:
             callback()
 

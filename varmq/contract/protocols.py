@@ -835,12 +835,14 @@ class ILiveSubscription(Protocol):
 class IRecordSubscribable(Protocol):
     """Storage that tells subscribers when a job record ended, in any process."""
 
-    def subscribe_records(self, callback: Callable[[str], None]) -> None:
+    def subscribe_records(self, callback: Callable[[str | None], None]) -> None:
         """Call ``callback(job_id)`` after the record of ``job_id`` reached an ended state
         (``"succeeded"``, ``"failed"``, ``"dead"``, ``"cancelled"``), through any object.
 
-        Delivery may be lossy (Redis pub/sub is): waiters also read the record now and then.
-        Subscriptions end when this object is closed.
+        Delivery may be lossy (Redis pub/sub is): waiters also read the record now and then,
+        and a storage that knows it may have lost ends (a reconnection) calls
+        ``callback(None)``: every waiter should read its record again. Subscriptions end when
+        this object is closed.
         """
 
 
