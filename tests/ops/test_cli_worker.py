@@ -8,6 +8,7 @@ sends SIGTERM.
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 _MODULE = """
+import os
 import threading
 
 import varmq
@@ -57,6 +59,14 @@ def timing_out():
     return timed
 
 
+def overrunning():
+    # A plain function that ignores its 0.05 s timeout: its job is settled at the timeout,
+    # the function runs on for job.data seconds.
+    over = varmq.new_worker(slow, 1, name="over", auto_run=False, timeout=0.05)
+    over.bind_queue().add(float(os.environ.get("OVERRUN", "60")))
+    return over
+
+
 not_a_worker = 42
 """
 
@@ -68,10 +78,11 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _start(project: Path, *args: str) -> subprocess.Popen[str]:
+def _start(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "varmq", "worker", *args],
         cwd=project,
+        env=None if env is None else {**os.environ, **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -125,9 +136,11 @@ def test_a_negative_grace_exits_2(project: Path) -> None:
     assert "--grace must be >= 0" in done.stderr
 
 
-def _sigterm_once(project: Path, target: str, grace: str, when: str) -> tuple[int, str]:
+def _sigterm_once(
+    project: Path, target: str, grace: str, when: str, env: dict[str, str] | None = None
+) -> tuple[int, str]:
     """Run ``varmq worker target``, send SIGTERM once stdout says ``when``; (status, stderr)."""
-    process = _start(project, target, "--grace", grace)
+    process = _start(project, target, "--grace", grace, env=env)
     try:
         _wait_for_line(process, when)
         process.send_signal(signal.SIGTERM)
@@ -191,3 +204,23 @@ def test_a_job_still_running_past_the_grace_makes_the_exit_status_1(project: Pat
     assert status == 1, err
     assert "1 still running" in err
     assert "left to their leases" in err
+
+
+def test_a_function_running_past_its_timeout_is_counted_running_and_exits_1(
+    project: Path,
+) -> None:
+    status, err = _sigterm_once(project, "svc_jobs:overrunning", "1", when="running")
+    assert status == 1, err
+    [line] = [line for line in err.splitlines() if "varmq: stopped" in line]
+    assert "1 still running (1 past its timeout)" in line, line
+
+
+def test_a_function_past_its_timeout_gets_the_grace_to_return(project: Path) -> None:
+    status, err = _sigterm_once(
+        project, "svc_jobs:overrunning", "30", when="running", env={"OVERRUN": "1.5"}
+    )
+    assert status == 0, err
+    [line] = [line for line in err.splitlines() if "varmq: stopped" in line]
+    took = float(line.split(" in ")[1].split(" s ")[0])
+    assert took >= 1.0, line  # it waited for the function, not only for the settled job
+    assert "0 still running" in line, line

@@ -675,10 +675,19 @@ class BaseWorker(MemoryBinding[T, H, G]):
 
     @property
     def num_processing(self) -> int:
-        """Jobs running now."""
+        """Jobs running now (those past their timeout whose function still runs included)."""
         dispatch = self._dispatch
         with dispatch.lock:
             return dispatch.in_flight - dispatch.reserved
+
+    @property
+    def num_running_past_timeout(self) -> int:
+        """Plain functions still running after their job was settled at its timeout (or
+        cancel): a thread cannot be stopped, so they run until they return. A stopped worker
+        does not wait for them; :func:`varmq.run` does, within its grace."""
+        dispatch = self._dispatch
+        with dispatch.lock:
+            return dispatch.abandoned
 
     @property
     def num_concurrency(self) -> int:

@@ -7,7 +7,9 @@ What an operator's process manager (systemd, Docker, Kubernetes) expects of a co
    started go back to storage at once (their lease released); running jobs get ``grace``
    seconds to finish and be acknowledged;
 3. jobs still running when the grace ends are left to their leases (another consumer gets them
-   when the lease expires) and reported; a second signal ends the wait at once;
+   when the lease expires) and reported; a plain function still running past its timeout (its
+   job already settled) is running too: it gets the grace and is counted; a second signal ends
+   the wait at once;
 4. the workers' own ``on_shutdown`` hooks run, once every worker has stopped (a store one
    worker's hook closes may hold another worker's jobs), each distinct hook once; then one
    summary line is logged, then ``run``'s own ``on_shutdown``;
@@ -109,9 +111,18 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _settled(workers: list[AnyWorker]) -> bool:
+    """Whether every worker stopped and no function of theirs still runs past its timeout."""
+    return all(w.is_stopped and not w.num_running_past_timeout for w in workers)
+
+
 def _summary(workers: list[AnyWorker], started: float, shutdown: _Shutdown) -> int:
     """Log one line about how the workers stopped; the exit status."""
-    running = sum(w.num_processing for w in workers if not w.is_stopped)
+    overrunning = sum(w.num_running_past_timeout for w in workers)
+    past = f" ({overrunning} past {'its' if overrunning == 1 else 'their'} timeout)"
+    running = sum(w.num_processing for w in workers if not w.is_stopped) + sum(
+        w.num_running_past_timeout for w in workers if w.is_stopped
+    )
     completed = sum(w.metrics.completed for w in workers)
     released = sum(w.metrics.released for w in workers)
     unsettled = sum(w.metrics.unacknowledged for w in workers)
@@ -120,7 +131,7 @@ def _summary(workers: list[AnyWorker], started: float, shutdown: _Shutdown) -> i
         f"varmq: stopped {plural(len(workers), 'worker')} in {took:.1f} s after "
         f"{shutdown.signal_name or 'shutdown'}: {plural(completed, 'job')} completed, "
         f"{released} taken {'job' if released == 1 else 'jobs'} handed back to storage, "
-        f"{running} still running, {unsettled} not acknowledged"
+        f"{running} still running{past if overrunning else ''}, {unsettled} not acknowledged"
     )
     if running or unsettled:
         log.warning(
@@ -174,6 +185,10 @@ def run(
             while not each.wait_until_stopped(timeout=0.1):
                 if shutdown.forced.is_set() or time.monotonic() >= deadline:
                     break
+        # A function past its timeout still runs after its worker stopped: it has the grace.
+        while not _settled(every) and not shutdown.forced.wait(0.05):
+            if time.monotonic() >= deadline:
+                break
         _run_hooks(hooks)
         status = _summary(every, started, shutdown)
     finally:
@@ -215,11 +230,10 @@ async def run_async(
         await asked.wait()
         started = _stop(every, shutdown)
         deadline = started + grace
-        for each in every:
-            while not each.is_stopped:
-                if shutdown.forced.is_set() or time.monotonic() >= deadline:
-                    break
-                await asyncio.sleep(0.05)
+        while not _settled(every):
+            if shutdown.forced.is_set() or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.05)
         await asyncio.to_thread(_run_hooks, hooks)  # a store's close may block
         status = _summary(every, started, shutdown)
     finally:
