@@ -185,17 +185,18 @@ class AsyncRunner:
         extra = job._extra
         timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
         timed_out = cancelled = False
+        ran = True
         started = dispatch.run_started(source, job)
         try:
             if timeout is None and not source.cancellable:
                 value = await self._fn(job)
             else:
-                value, timed_out, cancelled = await self._run_within(source, job, timeout)
+                value, timed_out, cancelled, ran = await self._run_within(source, job, timeout)
             error: BaseException | None = None
             if timed_out:
                 error = JobTimeoutError(job.id, source.label, timeout)  # type: ignore[arg-type]
             elif cancelled:
-                error = JobCancelledError(job.id, running=True)
+                error = JobCancelledError(job.id, running=ran)
         except BaseException as exc:
             value, error = None, exc
         if started:
@@ -218,28 +219,31 @@ class AsyncRunner:
 
     async def _run_within(
         self, source: Source, job: Job[Any], timeout: float | None
-    ) -> tuple[Any, bool, bool]:
+    ) -> tuple[Any, bool, bool, bool]:
         """Run ``job`` for at most ``timeout`` seconds (``None``: no limit) in a task of its
-        own: ``(value, timed out, cancelled by id)``. At its timeout, or when it is cancelled by
-        id (:meth:`cancel`), the task is cancelled (the job sees ``CancelledError``)."""
+        own: ``(value, timed out, cancelled by id, whether it started)``. At its timeout, or
+        when it is cancelled by id (:meth:`cancel`), the task is cancelled (the job sees
+        ``CancelledError``)."""
+        before = False
         task = asyncio.ensure_future(self._fn(job))
         if source.cancellable:
             self._cancellable[id(job)] = task
             if job._cancel_requested():
                 task.cancel()  # cancelled before it started: it never runs
+                before = True
         try:
             done, _ = await asyncio.wait({task}, timeout=timeout)
             if done:
                 if task.cancelled() and job._cancel_requested():
-                    return None, False, True
-                return task.result(), False, False
+                    return None, False, True, not before
+                return task.result(), False, False, True
             job._request_cancel()
             task.cancel()
             # A job that ignores the cancellation keeps its slot until it ends on its own.
             await asyncio.wait({task})
             if not task.cancelled() and task.exception() is None:
-                return task.result(), False, False  # it finished as it was cancelled
-            return None, True, False
+                return task.result(), False, False, True  # it finished as it was cancelled
+            return None, True, False, True
         finally:
             self._cancellable.pop(id(job), None)
 

@@ -309,9 +309,17 @@ class Dispatcher:
                     picked, self.cursor = pick(self.strategy, sources, self.cursor)
                 if picked is None:
                     break
-                room = (self.concurrency if self.prefetch is None else self.prefetch) - len(
-                    self.buffer
-                )
+                if self.prefetch is not None:
+                    room = self.prefetch - len(self.buffer)
+                elif picked.cancellable:
+                    # A queue whose jobs can be cancelled by id takes no job ahead unless asked
+                    # (prefetch=N): a job taken for a free slot starts at once, so its record's
+                    # "running" is true from the take, and a cancel that answers True finds it
+                    # either queued (removed: it never starts) or running (stopped). A job
+                    # taken ahead could start after such a cancel, before a renewal told of it.
+                    room = 0
+                else:
+                    room = self.concurrency - len(self.buffer)
                 planned = picked.plan_locked(self.concurrency - self.in_flight, room)
                 if planned is None:
                     continue

@@ -189,7 +189,11 @@ class ThreadRunner:
             self._timer().track(job)
         # Cancelled before it started (watched first, so a cancel now is not missed): settled
         # as cancelled without running.
-        if cancellable and job._cancel_requested() and self.cancel(source, job):
+        if (
+            cancellable
+            and job._cancel_requested()
+            and self._timer().cancel(source, job, running=False)
+        ):
             return None
         dispatch = self._dispatch
         started = dispatch.run_started(source, job) if dispatch.metrics.observing else 0.0

@@ -178,10 +178,10 @@ class Timer:
         """The tracked ``job``'s function returned: ``False`` if a cancel settled it first."""
         return self._cancellable.pop(id(job), None) is not None
 
-    def cancel(self, source: Source, job: Job[Any]) -> bool:
+    def cancel(self, source: Source, job: Job[Any], running: bool = True) -> bool:
         """Settle the watched ``job`` now as cancelled by id, as a timeout would (its
         ``cancelled`` event set, its thread left to finish the function); whether it was
-        watched (running, and not settled yet)."""
+        watched (running, and not settled yet). ``running``: whether its function started."""
         entry: Watch | None
         if self._cancellable.pop(id(job), None) is not None:
             entry = Watch(source, job, None)
@@ -191,7 +191,7 @@ class Timer:
                 if entry is None:
                     return False
                 del self._watches[id(entry)]
-        self._settle_early(entry, JobCancelledError(job.id, running=True), timed_out=False)
+        self._settle_early(entry, JobCancelledError(job.id, running=running), timed_out=False)
         return True
 
     def _expire(self, now: float) -> float | None:

@@ -82,7 +82,11 @@ class JobRecord:
             raise ValueError(f"varmq: job {self.id!r} has not ended (it is {self.state})")
         error = self.error
         if error is None:
-            message = "before it ran" if self.state == "cancelled" else ""
+            message = ""
+            if self.state == "cancelled":  # removed from the line: it did not run (again)
+                message = (
+                    "before it ran" if not self.attempts else f"before attempt {self.attempts + 1}"
+                )
             raise JobFailedError(self.id, self.state, "", message)
         raise JobFailedError(self.id, self.state, error.type, error.message, error.traceback)
 

@@ -174,6 +174,27 @@ class Leases:
                 job.cancel_seen = True
         return found
 
+    def cancel_requested(self, job: StorageJob) -> bool:
+        """Whether the storage says ``job``'s cancel was requested (records only; ``False``
+        when it cannot answer), before a failed run is given back to be retried."""
+        return self._records and (job.cancel_seen or self._ask(job) == "cancel")
+
+    def _ask(self, job: StorageJob) -> str | None:
+        """``extend_lease_or_cancel`` of ``job``, its deadline moved on when held; ``None``
+        when the storage cannot answer."""
+        sent = time.monotonic()
+        try:
+            answer = str(self._storage.extend_lease_or_cancel(job.ack_id))
+        except Exception:
+            return None
+        if answer == "held":
+            lease = self.seconds()
+            with self._lock:
+                if id(job) in self._held:
+                    job.deadline = sent + lease
+                    job.renew_at = sent + self._period(lease)
+        return answer
+
     def expired(self, job: StorageJob, now: float) -> bool:
         """Whether ``job``, taken and not started, lost its lease (and so leaves, reported once).
 

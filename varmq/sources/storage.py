@@ -234,8 +234,10 @@ class StorageSource(Source):
                 return Outcome.OK
         self._failed(job, error)
         outcome, delay = after_failure(self.retry, error, job.attempt)
-        if job.cancel_seen:
-            outcome = Outcome.FAILED  # cancelled by id: whatever it raised, not run again
+        if outcome is not Outcome.FAILED and self._leases.cancel_requested(job):
+            # Cancelled by id (heard now or before): whatever it raised, not run again; and
+            # ended by fail, so that its record keeps this run's error and attempt.
+            outcome = Outcome.FAILED
         if outcome is Outcome.FAILED or not self.retries:
             if self.records:
                 self._fail(job, error)

@@ -31,6 +31,7 @@ import contextlib
 import math
 import re
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -859,6 +860,89 @@ class RecordConformance(SuiteBase):
         finally:
             worker.stop_and_wait(timeout=WAIT)
 
+    def test_a_worker_takes_no_job_ahead_so_a_cancel_answering_true_means_it_never_starts(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        # cancel() answering True must mean the job does not start. A job taken ahead into a
+        # worker's prefetch would be "running" in storage yet start later, after a cancel that
+        # its worker hears of only at the next renewal; so on a queue with records a worker
+        # takes jobs only for free slots (unless given a prefetch), and they start at once.
+        name = fresh_name()
+        q = self.records(harness, kind, name)  # LONG_LEASE: no renewal comes during the test
+        admin = _producer(self.records(harness, QueueKind(kind.priority, True), name), kind)
+        release, blocking = threading.Event(), threading.Event()
+        started: list[str] = []
+
+        def job_fn(job: varmq.Job[str]) -> None:
+            started.append(job.data)
+            if job.data == "blocker":
+                blocking.set()
+                release.wait(WAIT)
+
+        worker = varmq.new_worker(job_fn, 1)
+        try:
+            assert _add_job(admin, kind, "blocker", "blocker")
+            assert _add_job(admin, kind, "next", "next")
+            handle = bind(worker, q, kind)
+            assert blocking.wait(WAIT)
+            assert _state(q, "next") == "queued"  # not taken ahead of a free slot
+            assert admin.cancel("next") is True
+            release.set()
+            with pytest.raises(varmq.JobFailedError, match="before it ran"):
+                admin.result_of("next", timeout=WAIT)
+            assert handle.result_of("blocker", timeout=WAIT) is None
+        finally:
+            release.set()
+            worker.stop_and_wait(timeout=WAIT)
+        assert started == ["blocker"]
+
+    def test_a_run_that_raised_while_its_cancel_was_pending_keeps_its_error(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        name = fresh_name()
+        q = self.records(harness, kind, name, needs=(INackable,))
+        admin = _producer(self.records(harness, QueueKind(kind.priority, True), name), kind)
+        started, go = threading.Event(), threading.Event()
+
+        def job_fn(job: varmq.Job[str]) -> None:
+            started.set()
+            go.wait(WAIT)
+            raise LookupError("it ran, and raised")
+
+        # Attempts left: without the cancel it would be retried.
+        worker = varmq.new_worker(job_fn, 1, retry=varmq.Retry(max_attempts=3, backoff=0.01))
+        try:
+            bind(worker, q, kind)
+            assert _add_job(admin, kind, "x", "raiser")
+            assert started.wait(WAIT)
+            assert admin.cancel("raiser") is True  # heard by the worker at its next renewal
+            go.set()
+            with pytest.raises(varmq.JobFailedError, match="it ran, and raised") as ended:
+                admin.result_of("raiser", timeout=WAIT)
+        finally:
+            go.set()
+            worker.stop_and_wait(timeout=WAIT)
+        assert (ended.value.state, ended.value.error_type) == ("cancelled", "LookupError")
+        record = admin.job("raiser")
+        assert (record.attempts, record.cancel_requested) == (1, True)
+
+    def test_a_take_and_a_cancel_racing_decide_together_whether_the_job_starts(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        # A consumer takes a queued job and asks extend_lease_or_cancel before starting it,
+        # while another object cancels it. Whatever the interleaving, a cancel that answered
+        # True before the consumer asked must be seen by the ask: the job does not start.
+        self.require(ILeaseExtendable)
+        name = fresh_name()
+        consumer = self.records(harness, kind, name)
+        admin = self.records(harness, kind, name)
+        late = [
+            job_id
+            for job_id in (f"race-{round_}" for round_ in range(40))
+            if _started_after_a_cancel(consumer, admin, kind, job_id)
+        ]
+        assert late == [], f"started after a cancel answered True: {late}"
+
     def test_err_and_result_workers_refuse_a_queue_without_records(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
@@ -879,6 +963,42 @@ class RecordConformance(SuiteBase):
             pytest.skip("the harness cannot take the storage away (no outage)")
         with outage():
             yield
+
+
+def _started_after_a_cancel(consumer: Any, admin: Any, kind: QueueKind, job_id: str) -> bool:
+    """Race a take (then the ask before starting, ``extend_lease_or_cancel``) against a cancel
+    of one queued job; whether the job would start although the cancel had answered ``True``
+    before the ask was made."""
+    assert _add(consumer, kind, b"x", job_id)
+    barrier = threading.Barrier(2)
+    asked: dict[str, Any] = {}
+    answered: dict[str, Any] = {}
+
+    def start() -> None:
+        barrier.wait()
+        taken = consumer.dequeue_with_ack_id()
+        if taken is None:
+            return  # the cancel removed it first
+        asked["at"] = time.monotonic()
+        asked["answer"] = consumer.extend_lease_or_cancel(taken[1])
+        if asked["answer"] == "cancel":
+            consumer.fail(taken[1], b'{"type": "JobCancelledError"}')
+        else:
+            consumer.acknowledge(taken[1])
+
+    def cancel() -> None:
+        barrier.wait()
+        answered["value"] = admin.cancel(job_id)
+        answered["at"] = time.monotonic()
+
+    threads = [threading.Thread(target=start), threading.Thread(target=cancel)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    return bool(
+        answered["value"] and asked.get("answer") == "held" and asked["at"] > answered["at"]
+    )
 
 
 def _producer(q: Any, kind: QueueKind) -> Any:
