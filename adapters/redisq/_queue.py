@@ -30,6 +30,7 @@ from varmq.contract.rules import (
     check_keys,
     delay_ms,
     error_text,
+    occurrence_mark,
     payload,
 )
 
@@ -153,6 +154,13 @@ class _StoredQueue:
         if wait_ms <= 0:
             triple = self._triple(item, priority, job_id)
             return False if self._closed else self._group.submit((triple,))[0] > 0
+        return self._enqueue_one(item, priority, job_id, wait_ms)
+
+    def _enqueue_one(
+        self, item: Any, priority: int, job_id: str, wait_ms: int, *mark: str | int
+    ) -> bool:
+        """One ``enqueue`` script call, not group-committed: a delayed job, or a schedule's
+        occurrence (``mark``: its schedule and time in ms)."""
         data = payload(self._subject, item, self._max_payload)
         if self._closed:
             return False
@@ -166,6 +174,7 @@ class _StoredQueue:
             self._capacity,
             wait_ms,
             self._keep_ms,
+            *mark,
         )
         if result == -1:
             self._warn_kind()
@@ -249,6 +258,22 @@ class _StoredQueue:
         """
         check(self._subject, "capacity", capacity)
         self._capacity = capacity
+
+    def enqueue_occurrence(
+        self,
+        item: Any,
+        job_id: str,
+        schedule: str,
+        occurrence: float,
+        priority: int | None = None,
+    ) -> bool:
+        """``enqueue_dedup`` unless the queue's mark of ``schedule`` is at or after
+        ``occurrence``, the mark moved in the same script call (``IScheduleMarks``; the
+        ``mark:<schedule>`` field of the queue's meta hash)."""
+        rank = self._rank(priority)
+        job_id = check_job_id(self._subject, job_id)
+        mark = occurrence_mark(self._subject, schedule, occurrence)
+        return self._enqueue_one(item, rank, job_id, 0, *mark)
 
     def enqueue_dedup(self, item: Any, job_id: str, priority: int | None = None) -> bool:
         """Store ``item`` unless a job with ``job_id`` is still stored (waiting or in flight).

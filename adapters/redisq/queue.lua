@@ -9,7 +9,9 @@ SCAN. Each command below is atomic.
 KEYS (strings, built by redisq/_keys.py; <q> stands for "redisq:{<escaped name>}")
   KEYS[1]  <q>:meta        HASH    "kind" -> "fifo" | "priority", set by the first open/enqueue;
                                    "settings" -> the JSON of the queue's defining settings, set
-                                   by the first open that offers them (never changed after)
+                                   by the first open that offers them (never changed after);
+                                   "mark:<schedule>" -> the latest occurrence (ms) the schedule
+                                   added (enqueue with a schedule), only ever moved forward
   KEYS[2]  <q>:ready       ZSET    job id -> priority (FIFO: 0). Waiting jobs, taken lowest first;
                                    equal scores order by member, i.e. by job id = (time the job
                                    became available, enqueue sequence)
@@ -99,12 +101,16 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
   enqueue  ARGV[3] kind, ARGV[4] priority (n), ARGV[5] payload (bytes),
            ARGV[6] channel ("" = do not publish), ARGV[7] caller's job id ("" = no dedup),
            ARGV[8] capacity (n; 0 = unlimited), ARGV[9] delay ms (n; <= 0 = available now),
-           ARGV[10] keep ms (n; absent or 0 = no record; a record needs a caller's job id)
+           ARGV[10] keep ms (n; absent or 0 = no record; a record needs a caller's job id),
+           ARGV[11] schedule and ARGV[12] occurrence ms (absent: none): a schedule's
+           occurrence, stored only if the schedule's mark is earlier, the mark moved to it
                                                         -> 1 stored, 2 already stored (dedup
-                                                           hit, nothing published), 0 refused:
-                                                           capacity jobs wait, -1 the queue is
-                                                           of the other kind. Publishes only
-                                                           for a job available now
+                                                           hit, or the mark is at or after the
+                                                           occurrence; nothing published), 0
+                                                           refused: capacity jobs wait, -1 the
+                                                           queue is of the other kind.
+                                                           Publishes only for a job available
+                                                           now
   add      ARGV[3] kind, ARGV[4] channel ("" = do not publish), ARGV[5] capacity (n; 0 =
            unlimited), ARGV[6] keep ms (n; 0 = no record), ARGV[7..] triples: priority (n),
            caller's job id ("" = no dedup), payload (bytes), each available now
@@ -778,7 +784,18 @@ elseif command == 'enqueue' then
   local priority, payload, channel, job_id = ARGV[4], ARGV[5], ARGV[6], ARGV[7]
   local keep = tonumber(ARGV[10] or '0')
   local now = now_ms()
+  local mark, occurrence = nil, nil
+  if ARGV[11] then
+    mark, occurrence = 'mark:' .. ARGV[11], tonumber(ARGV[12])
+    local marked = redis.call('HGET', K_META, mark)
+    if marked and tonumber(marked) >= occurrence then
+      return 2 -- that occurrence, or a later one, was added already
+    end
+  end
   if job_id ~= '' and (is_stored(job_id) or record_live(job_id, now)) then
+    if mark then
+      redis.call('HSET', K_META, mark, occurrence)
+    end
     return 2
   end
   local capacity = tonumber(ARGV[8])
@@ -788,6 +805,9 @@ elseif command == 'enqueue' then
   local delay = tonumber(ARGV[9])
   local id = new_id(delay > 0 and now + delay or now)
   store(id, payload, priority, job_id, keep, delay > 0 and 'delayed' or 'queued', now)
+  if mark then
+    redis.call('HSET', K_META, mark, occurrence)
+  end
   if delay > 0 then
     redis.call('ZADD', K_DELAYED, now + delay, id)
     return 1

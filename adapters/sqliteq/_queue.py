@@ -25,7 +25,15 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from varmq.contract.protocols import DeadLetterRecord, QueueStats, StoredJobRecord
-from varmq.contract.rules import as_bytes, check, check_job_id, check_keys, delay_ms, payload
+from varmq.contract.rules import (
+    as_bytes,
+    check,
+    check_job_id,
+    check_keys,
+    delay_ms,
+    occurrence_mark,
+    payload,
+)
 
 from . import _schema, _sql
 from ._database import Database
@@ -170,6 +178,26 @@ class StoredQueue:
         """
         rank = self._rank(priority)
         return self._add(item, rank, check_job_id(self._subject, job_id))
+
+    def enqueue_occurrence(
+        self,
+        item: Any,
+        job_id: str,
+        schedule: str,
+        occurrence: float,
+        priority: int | None = None,
+    ) -> bool:
+        """``enqueue_dedup`` unless the queue's mark of ``schedule`` is at or after
+        ``occurrence``, the mark moved in the same transaction (``IScheduleMarks``; the
+        ``schedule_marks`` table)."""
+        rank = self._rank(priority)
+        job_id = check_job_id(self._subject, job_id)
+        mark = occurrence_mark(self._subject, schedule, occurrence)
+        add = self._prepare(item, rank, job_id, 0)
+        if add is None:
+            return False
+        add.mark = mark
+        return self._writer.store([add])[0]
 
     def enqueue_delayed(
         self,

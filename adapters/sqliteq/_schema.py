@@ -44,6 +44,9 @@ Layout (schema version 6)
                 missing, see CREATE_QUEUE_SETTINGS) one row per queue whose settings were
                 stored: the defining options of its first opener, as JSON
                 (:mod:`varmq.contract.stored_settings`).
+    ``schedule_marks`` (no version either: made by the first schedule occurrence added) one
+                row per (queue, schedule): the latest occurrence added, so that an occurrence
+                runs once whatever record pruning does.
     ``topic_message_ids`` (no version either: made by the first publish that keeps a message
                 id) one row per published topic ``message_id`` kept for dedup, until
                 ``expires_at`` (wall ms).
@@ -75,6 +78,7 @@ __all__ = [
     "CAPACITY_INSTALLED",
     "CHECK_REWRITES",
     "CREATE_QUEUE_SETTINGS",
+    "CREATE_SCHEDULE_MARKS",
     "CREATE_TOPIC_MESSAGE_IDS",
     "CREATE_TOPIC_MESSAGE_IDS_EXPIRY",
     "INSTALL_CAPACITY",
@@ -372,6 +376,16 @@ CREATE TABLE IF NOT EXISTS topic_message_ids (
 ) WITHOUT ROWID"""
 CREATE_TOPIC_MESSAGE_IDS_EXPIRY = """
 CREATE INDEX IF NOT EXISTS topic_message_ids_expiry ON topic_message_ids (expires_at)"""
+
+# The latest occurrence each schedule added to each queue (IScheduleMarks): made by the first
+# occurrence added, without a version, like queue_settings. Never pruned: one row per schedule.
+CREATE_SCHEDULE_MARKS = """
+CREATE TABLE IF NOT EXISTS schedule_marks (
+    queue TEXT NOT NULL,
+    schedule TEXT NOT NULL,
+    occurrence_ms INTEGER NOT NULL,
+    PRIMARY KEY (queue, schedule)
+) WITHOUT ROWID"""
 
 # --- capacity bookkeeping: installed by the first set_capacity on a file, kept from then on --
 

@@ -80,6 +80,8 @@ __all__ = [
     "READ_SYNCHRONOUS",
     "REGISTER_QUEUE",
     "RELEASE",
+    "SCHEDULE_MARK",
+    "SET_SCHEDULE_MARK",
     "REQUEUE_DEAD",
     "ROLLBACK",
     "SET_APPLICATION_ID",
@@ -179,6 +181,18 @@ QUEUE_SETTINGS = "SELECT settings FROM queue_settings WHERE queue = :queue"
 # sqlite_master is scanned; it is tiny. A file no new_* opener wrote to has no such table.
 HAS_QUEUE_SETTINGS = """
 SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'queue_settings'"""
+
+# --- schedule marks -------------------------------------------------------------------------
+
+# schedule_marks primary key.
+SCHEDULE_MARK = """
+SELECT occurrence_ms FROM schedule_marks WHERE queue = :queue AND schedule = :schedule"""
+# schedule_marks primary key: the mark only moves forward.
+SET_SCHEDULE_MARK = """
+INSERT INTO schedule_marks (queue, schedule, occurrence_ms)
+VALUES (:queue, :schedule, :occurrence_ms)
+ON CONFLICT (queue, schedule) DO UPDATE SET
+    occurrence_ms = max(occurrence_ms, excluded.occurrence_ms)"""
 
 # --- topic message ids ---------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from varmq.contract.batching import GroupCommit
 
-from . import _sql
+from . import _schema, _sql
 from ._clock import Clock
 from ._database import Database
 from .errors import ClosedError
@@ -61,6 +61,9 @@ class Add:
     capacity: int = 0
     job_id: str | None = None
     wakes: bool = True
+    # (schedule, occurrence in ms) of a schedule's occurrence: stored only if the queue's mark
+    # of that schedule is earlier, and the mark moved in the same transaction.
+    mark: tuple[str, int] | None = None
 
 
 class Adds:
@@ -122,6 +125,10 @@ def _store(conn: sqlite3.Connection, now: int, adds: list[Add], lease_clock: Clo
             i = j
             continue
         add.params["now"] = now
+        if add.mark is not None and _marked(conn, add):
+            answers.append(True)  # that occurrence, or a later one, was added already
+            i += 1
+            continue
         if add.capacity:
             if times is None:
                 times = {"now": now, "lease_now": lease_clock()}
@@ -131,6 +138,10 @@ def _store(conn: sqlite3.Connection, now: int, adds: list[Add], lease_clock: Clo
                 i += 1
                 continue
         added = conn.execute(add.statement, add.params).rowcount == 1
+        if add.mark is not None:
+            schedule, at = add.mark
+            mark = {"queue": add.queue, "schedule": schedule, "occurrence_ms": at}
+            conn.execute(_sql.SET_SCHEDULE_MARK, mark)
         if added and add.wakes:  # a delayed job wakes nobody: it cannot be taken yet
             woken[add.queue] = woken.get(add.queue, 0) + 1
         answers.append(True)
@@ -138,6 +149,15 @@ def _store(conn: sqlite3.Connection, now: int, adds: list[Add], lease_clock: Clo
     for queue, count in woken.items():
         conn.execute(_sql.BUMP_ENQUEUED_BY, {"queue": queue, "count": count})
     return answers
+
+
+def _marked(conn: sqlite3.Connection, add: Add) -> bool:
+    """Whether the queue's mark of the add's schedule is at or after its occurrence."""
+    assert add.mark is not None
+    conn.execute(_schema.CREATE_SCHEDULE_MARKS)
+    schedule, at = add.mark
+    row = conn.execute(_sql.SCHEDULE_MARK, {"queue": add.queue, "schedule": schedule}).fetchone()
+    return row is not None and int(row[0]) >= at
 
 
 def _is_full(conn: sqlite3.Connection, add: Add, times: dict[str, int]) -> bool:

@@ -31,7 +31,7 @@ def _schedule(every: float | None = None, cron: str | None = None) -> Schedule:
         cron=cron,
         data=None,
         queue=None,
-        add=lambda job_id: None,
+        add=lambda job_id, when: None,
         report=lambda exc: None,
         on_cancel=lambda s: None,
     )

@@ -4,10 +4,13 @@ A :class:`Schedule` adds one job per *occurrence* to its queue, with the job id
 ``f"{name}:{occurrence}"``, the occurrence written as its time in UTC, ISO 8601
 (``"report:2025-06-01T10:05:00Z"``; with milliseconds, ``"...T10:05:00.250Z"``, for an
 ``every`` that is not a whole number of seconds, so that the ids of one schedule sort). Every
-process that declares the same schedule computes the same occurrences, so it adds the same ids;
-the queue's dedup (on storage: the job's record, which holds its id for ``keep_results`` seconds
-after it ended) stores each occurrence once however many processes add it. No leader, no lock,
-no state of its own in storage.
+process that declares the same schedule computes the same occurrences, so it adds the same ids.
+A storage queue that keeps schedule marks (:class:`~varmq.contract.protocols.IScheduleMarks`:
+sqliteq, redisq) stores, in the same atomic step as each add, the latest occurrence added per
+schedule, and adds no occurrence at or before it: each occurrence runs once however many
+processes add it and however many records of other jobs the queue prunes meanwhile. Elsewhere
+the queue's dedup (the job's record, which holds its id for ``keep_results`` seconds after it
+ended) does it while the record is kept. No leader, no lock.
 
 - ``every=SECONDS``: the occurrences are the multiples of ``SECONDS`` since the Unix epoch
   (``every=300`` fires at :00, :05, :10... past the hour in every process alike); needs nothing.
@@ -138,7 +141,7 @@ class Schedule:
         cron: str | None,
         data: Any,
         queue: Any,
-        add: Callable[[str], object],
+        add: Callable[[str, float], object],
         report: Callable[[BaseException], None],
         on_cancel: Callable[[Schedule], None],
     ) -> None:
@@ -155,7 +158,7 @@ class Schedule:
         self._millis = self.every is not None and self.every != int(self.every)
         self.data = data
         self.queue = queue
-        self._add = add  # adds ``data`` to ``queue`` with the given job id, strict
+        self._add = add  # adds ``data`` to ``queue`` as the occurrence (job id, time), strict
         self._report = report
         self._on_cancel = on_cancel
         # Guards last_fired and _failing: the timer checks, a producer thread adds.
@@ -196,7 +199,7 @@ class Schedule:
         """Add the occurrence at ``when`` to the queue (on a producer thread)."""
         job_id = occurrence_id(self.name, when, self._millis)
         try:
-            self._add(job_id)
+            self._add(job_id, when)
         except Exception as exc:
             with self._lock:
                 first, self._failing = not self._failing, True

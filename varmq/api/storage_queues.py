@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple
 from typing_extensions import TypeVar
 
 from ..contract import envelope
-from ..contract.protocols import IAsyncEnqueue, IDeadLetterable, IDedupQueue, IDelayedEnqueue
+from ..contract.protocols import (
+    IAsyncEnqueue,
+    IDeadLetterable,
+    IDedupQueue,
+    IDelayedEnqueue,
+    IScheduleMarks,
+)
 from ..engine.pools import in_pool
 from ..model.errors import EnqueueError
 from ..model.retry import DeadLetter
@@ -160,7 +166,10 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         strict: bool,
         timeout: float | None,
     ) -> bool:
-        write = self._write(data, priority, job_id, wait, timeout)
+        return self._send(self._write(data, priority, job_id, wait, timeout), strict)
+
+    def _send(self, write: _Write, strict: bool) -> bool:
+        """Make the storage call of ``write``; its answer accounted (:meth:`_stored`)."""
         try:
             ok = bool(write.call(*write.args))
         except (TypeError, ValueError):
@@ -189,6 +198,19 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         except Exception as exc:
             return self._failed(write, exc)
         return self._stored(write, ok, strict)
+
+    def _add_occurrence(
+        self, data: Any, priority: int | None, job_id: str, schedule: str, occurrence: float
+    ) -> bool:
+        """Add a schedule's occurrence (strict): through ``enqueue_occurrence`` where the
+        storage keeps schedule marks (once, whatever record pruning does), else as a dedup
+        add (once while the record of the occurrence is kept)."""
+        storage = self._storage
+        if not isinstance(storage, IScheduleMarks):
+            return self._add(data, priority, job_id, 0.0, True, None)
+        dedup = self._write(data, priority, job_id, 0.0, None)
+        args = (dedup.args[0], job_id, schedule, occurrence, priority)
+        return self._send(_Write(job_id, 0.0, storage.enqueue_occurrence, None, args), True)
 
     def _failed(self, write: _Write, exc: Exception) -> bool:
         """A storage error: raised, ``strict`` or not. ``False`` would read as "full" or

@@ -444,7 +444,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
             cron=cron,
             data=data,
             queue=handle,
-            add=_adder(handle, data),
+            add=_adder(handle, data, name),
             report=self._report,
             on_cancel=self._unschedule,
         )
@@ -731,11 +731,21 @@ _STORAGE_HANDLES = (
 )
 
 
-def _adder(handle: Any, data: Any) -> Callable[[str], object]:
-    """What adds ``data`` with a job id to ``handle``, refusals raised (``strict``)."""
-    if isinstance(handle, PriorityQueue | PersistentPriorityQueue | DistributedPriorityQueue):
-        return lambda job_id: handle.add(data, 0, job_id=job_id, strict=True)
-    return lambda job_id: handle.add(data, job_id=job_id, strict=True)
+def _adder(handle: Any, data: Any, name: str) -> Callable[[str, float], object]:
+    """What adds the occurrence (job id, time) of schedule ``name`` with ``data`` to
+    ``handle``, refusals raised (``strict``): through the storage's schedule marks where it
+    keeps them."""
+    priority = (
+        0
+        if isinstance(handle, PriorityQueue | PersistentPriorityQueue | DistributedPriorityQueue)
+        else None
+    )
+    occurrence = getattr(handle, "_add_occurrence", None)
+    if occurrence is not None:
+        return lambda job_id, when: occurrence(data, priority, job_id, name, when)
+    if priority is not None:
+        return lambda job_id, when: handle.add(data, priority, job_id=job_id, strict=True)
+    return lambda job_id, when: handle.add(data, job_id=job_id, strict=True)
 
 
 def _waiting_or_zero(source: Any) -> int:

@@ -291,6 +291,7 @@ __all__ = [
     "ICountedDelivery",
     "IDeadLetterable",
     "IDedupQueue",
+    "IScheduleMarks",
     "IDelayedEnqueue",
     "IDistributedPriorityQueue",
     "IDistributedQueue",
@@ -550,6 +551,34 @@ class IMultiAcknowledgeable(Protocol):
 
     def acknowledge_many(self, ack_ids: Sequence[str]) -> list[bool]:
         """Acknowledge each id; one result per id, in order, as ``acknowledge`` would give."""
+        ...
+
+
+@runtime_checkable
+class IScheduleMarks(Protocol):
+    """A queue that keeps, for each schedule, the latest occurrence added to it (its *mark*).
+
+    A schedule's occurrence must run once however many processes declare the schedule and
+    however many other jobs of the queue end meanwhile: a job record alone holds an id only
+    until ``keep_results`` or ``keep_results_limit`` drops it. The mark is kept apart from the
+    records (one small value per schedule and queue, never pruned).
+    """
+
+    def enqueue_occurrence(
+        self,
+        item: Any,
+        job_id: str,
+        schedule: str,
+        occurrence: float,
+        priority: int | None = None,
+    ) -> bool:
+        """Store ``item`` as ``enqueue_dedup`` does, unless the queue's mark of ``schedule``
+        is at or after ``occurrence`` (Unix seconds, kept in whole milliseconds); in the same
+        atomic step, move the mark to ``occurrence``. ``True``: stored now, or that occurrence
+        (or a later one) was added already; ``False``: refused (the capacity), mark unchanged.
+        ``schedule`` is a non-empty ``str``; ``occurrence`` a finite number (else
+        ``TypeError``/``ValueError``, nothing stored).
+        """
         ...
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "check_name",
     "delay_ms",
     "error_text",
+    "occurrence_mark",
     "queue_settings",
 ]
 
@@ -233,6 +234,20 @@ def check_job_id(subject: str, job_id: Any) -> str:
             f"{subject}: a job_id of {size:,} bytes; at most {MAX_JOB_ID_BYTES:,} bytes of UTF-8"
         )
     return job_id
+
+
+def occurrence_mark(subject: str, schedule: Any, occurrence: Any) -> tuple[str, int]:
+    """The checked ``(schedule, occurrence in whole ms)`` of ``enqueue_occurrence``."""
+    if not isinstance(schedule, str):
+        raise TypeError(f"{subject}: schedule={schedule!r}; expected a non-empty str")
+    if not schedule:
+        raise ValueError(f"{subject}: schedule={schedule!r}; expected a non-empty str")
+    problem = f"{subject}: occurrence={occurrence!r}; expected Unix seconds (a finite number)"
+    if isinstance(occurrence, bool) or not isinstance(occurrence, int | float):
+        raise TypeError(problem)
+    if not math.isfinite(occurrence) or abs(occurrence) > MAX_DELAY * 2:
+        raise ValueError(problem)
+    return schedule, round(occurrence * 1000)
 
 
 def check_keys(subject: str, keys: Any) -> list[str] | None:

@@ -32,6 +32,7 @@ from varmq.contract.protocols import (
     INackable,
     IQueueStats,
     IRecordSubscribable,
+    IScheduleMarks,
     IStorageTopics,
 )
 from varmq.testing.harness import QueueKind, StorageHarness
@@ -58,9 +59,10 @@ for batching, retries, dedup and long jobs, and that ``sqliteq`` and ``redisq`` 
 RETRY_EXTENSIONS: tuple[type, ...] = (IDelayedEnqueue, INackable, IDeadLetterable, IQueueStats)
 """The protocols of delayed jobs, retries, dead letters and stats (tests in
 ``conformance_retries``). Not in ``DEFAULT_EXTENSIONS``: a storage claims them once it has them."""
-RECORD_EXTENSIONS: tuple[type, ...] = (IJobRecords, IRecordSubscribable)
+RECORD_EXTENSIONS: tuple[type, ...] = (IJobRecords, IRecordSubscribable, IScheduleMarks)
 """The protocols of job records (tests in ``conformance_records``): what a job became, kept for
-``keep_results`` seconds, waited for and cancelled by id. Not in ``DEFAULT_EXTENSIONS``."""
+``keep_results`` seconds, waited for and cancelled by id, and the schedule marks that keep an
+occurrence from running twice. Not in ``DEFAULT_EXTENSIONS``."""
 TOPIC_EXTENSIONS: tuple[type, ...] = (IStorageTopics, ILiveTopics)
 """The protocols of a store's topics (``store.topics()``; tests in ``conformance_topics``).
 The store claims them, not its queues. ``ILiveTopics`` needs ``IStorageTopics``."""

@@ -50,6 +50,7 @@ from varmq.contract.protocols import (
     ILeaseReleasable,
     INackable,
     IRecordSubscribable,
+    IScheduleMarks,
 )
 from varmq.testing._suite import (
     DELAY,
@@ -58,6 +59,7 @@ from varmq.testing._suite import (
     WAIT,
     SuiteBase,
     bind,
+    drain,
     fresh_name,
     priority_arg,
     put,
@@ -942,6 +944,88 @@ class RecordConformance(SuiteBase):
             if _started_after_a_cancel(consumer, admin, kind, job_id)
         ]
         assert late == [], f"started after a cancel answered True: {late}"
+
+    def test_a_schedule_mark_adds_each_occurrence_once_whatever_the_records_pruned(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IScheduleMarks)
+        name = fresh_name()
+        q = self.records(harness, kind, name, keep_results_limit=1)
+        other = self.records(harness, kind, name, keep_results_limit=1)
+        hour = 1_800_000_000.0
+        assert q.enqueue_occurrence(b"o1", "report:1", "report", hour)
+        assert other.enqueue_occurrence(b"o1", "report:1", "report", hour)  # another process
+        assert drain(q) == [b"o1"]
+        harness.advance(1)  # the other jobs end later: the occurrence's record is the oldest
+        # Other jobs end: with keep_results_limit=1 the occurrence's record is pruned...
+        for i in range(3):
+            assert _add(q, kind, b"other", f"other-{i}")
+        drain(q)
+        assert q.job_record("report:1") is None
+        # ...and yet the occurrence is not added again, nor any earlier one.
+        assert other.enqueue_occurrence(b"o1", "report:1", "report", hour)
+        assert other.enqueue_occurrence(b"o0", "report:0", "report", hour - 3600)
+        assert len(q) == 0
+        # A later occurrence is added, and another schedule has a mark of its own.
+        assert other.enqueue_occurrence(b"o2", "report:2", "report", hour + 3600)
+        assert q.enqueue_occurrence(b"x1", "cleanup:1", "cleanup", hour)
+        assert sorted(drain(q)) == [b"o2", b"x1"]
+
+    def test_enqueue_occurrence_checks_its_schedule_and_time(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        self.require(IScheduleMarks)
+        q = self.records(harness, kind)
+        for schedule, occurrence, error in [
+            ("", 1.0, ValueError),
+            (5, 1.0, TypeError),
+            ("s", float("nan"), ValueError),
+            ("s", "1", TypeError),
+            ("s", True, TypeError),
+        ]:
+            with pytest.raises(error, match=r"schedule=|occurrence="):
+                q.enqueue_occurrence(b"x", "job", schedule, occurrence)
+        assert len(q) == 0
+
+    def test_a_schedule_runs_an_occurrence_once_after_its_record_was_pruned(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        # Two workers (as two processes) declare one hourly schedule; between them other jobs
+        # end and keep_results_limit prunes the occurrence's record. Before marks, the second
+        # worker added the hour's occurrence again and it ran twice.
+        self.require(IScheduleMarks)
+        name = fresh_name()
+        runs: list[str] = []
+        ran = threading.Event()
+
+        def job_fn(job: varmq.Job[Any]) -> None:
+            runs.append(job.id)
+            ran.set()
+
+        first = varmq.new_worker(job_fn, 2)
+        try:
+            handle = bind(first, self.records(harness, kind, name, keep_results_limit=2), kind)
+            first.schedule(f"hourly-{name}", every=3600, queue=handle)
+            assert ran.wait(WAIT)
+            for i in range(4):
+                assert _add_job(handle, kind, "other", f"other-{i}")
+            assert first.wait(WAIT)
+            assert sum(run.startswith("hourly") for run in runs) == 1
+            second = varmq.new_worker(job_fn, 2)
+            try:
+                other = bind(second, self.records(harness, kind, name), kind)
+                schedule = second.schedule(f"hourly-{name}", every=3600, queue=other)
+                deadline = time.monotonic() + WAIT
+                while schedule.last_fired is None:  # it fired (and the add was refused)
+                    assert time.monotonic() < deadline
+                    time.sleep(0.01)
+                time.sleep(0.3)  # the add is on a producer thread: give a second run its time
+                assert second.wait(WAIT) and first.wait(WAIT)
+            finally:
+                second.stop_and_wait(timeout=WAIT)
+        finally:
+            first.stop_and_wait(timeout=WAIT)
+        assert sum(run.startswith("hourly") for run in runs) == 1, runs
 
     def test_err_and_result_workers_refuse_a_queue_without_records(
         self, harness: StorageHarness, kind: QueueKind

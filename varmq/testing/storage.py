@@ -73,6 +73,7 @@ from varmq.contract.rules import (
     check_keys,
     check_name,
     error_text,
+    occurrence_mark,
     payload,
     queue_settings,
 )
@@ -168,6 +169,7 @@ class _NamedQueue:
     records: RecordBook = field(default_factory=RecordBook)
     record_subscribers: list[tuple[_QueueBase, Callable[[str], None]]] = field(default_factory=list)
     settings: str | None = None  # the defining settings of its first opener (stored_settings)
+    marks: dict[str, int] = field(default_factory=dict)  # schedule -> latest occurrence (ms)
 
 
 class QueueOptions(TypedDict, total=False):
@@ -432,6 +434,20 @@ class _QueueBase:
             job_id = check_job_id(self._subject, job_id)
         return self._put(data, rank, job_id, self._delay(delay))
 
+    def enqueue_occurrence(
+        self,
+        item: bytes | str,
+        job_id: str,
+        schedule: str,
+        occurrence: float,
+        priority: int | None = None,
+    ) -> bool:
+        """``enqueue_dedup`` unless the mark of ``schedule`` is at or after ``occurrence``; the
+        mark moved to it in the same step (``IScheduleMarks``)."""
+        job_id = check_job_id(self._subject, job_id)
+        mark = occurrence_mark(self._subject, schedule, occurrence)
+        return self._put(item, self._priority(priority, optional=True), job_id, mark=mark)
+
     async def enqueue_dedup_async(
         self, item: bytes | str, job_id: str, priority: int | None = None
     ) -> bool:
@@ -468,7 +484,14 @@ class _QueueBase:
         seconds = check(self._subject, "delay", delay)
         return math.ceil(seconds * 1000) / 1000 if seconds > 0 else 0.0
 
-    def _put(self, item: Any, priority: int, job_id: str | None, delay: float = 0) -> bool:
+    def _put(
+        self,
+        item: Any,
+        priority: int,
+        job_id: str | None,
+        delay: float = 0,
+        mark: tuple[str, int] | None = None,
+    ) -> bool:
         self.faults.reach()
         data = payload(self._subject, item, self._max_payload)
         if self.faults.refuse_enqueue:
@@ -478,10 +501,18 @@ class _QueueBase:
             if self._closed:
                 return False
             self._catch_up()
+            if mark is not None:
+                schedule, at = mark
+                if named.marks.get(schedule, at - 1) >= at:
+                    return True  # that occurrence, or a later one, was added already
             if job_id is not None and (job_id in named.job_ids or named.records.holds(job_id)):
+                if mark is not None:
+                    named.marks[mark[0]] = mark[1]
                 return True  # already stored (or its record is kept): the job is there
             if named.capacity and len(named.ready) >= named.capacity:
                 return False
+            if mark is not None:
+                named.marks[mark[0]] = mark[1]
             now = self._storage._clock()
             job = _Job(data, priority, next(self._storage._seq), job_id, now + delay)
             self._line_up(job, now)
