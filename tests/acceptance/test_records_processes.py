@@ -13,20 +13,17 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 
+from tests.acceptance.process_tools import STORES, expect_line, spawn, store_url
+
 pytestmark = pytest.mark.timeout(90)
 
-ROOT = Path(__file__).resolve().parents[2]
-STORES = ("sqliteq", "redisq")
-"""The stores these tests run on (redisq: the test session's redis-server)."""
 JOBS = 200
 JOB_SECONDS = 0.02
 WAIT_TIMEOUT = 60.0
@@ -34,41 +31,12 @@ WAIT_TIMEOUT = 60.0
 
 
 def _spawn(*args: str, stdout: int | IO[Any] = subprocess.PIPE) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.acceptance.record_actors", *args],
-        cwd=ROOT,
-        stdout=stdout,
-        text=True,
-    )
-
-
-def _expect_line(process: subprocess.Popen[str], wanted: str) -> None:
-    """Read ``process``'s output until the line ``wanted`` (a blocking read, no polling)."""
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.strip() == wanted:
-            return
-    raise AssertionError(f"the process ended before it printed {wanted!r}")
+    return spawn("tests.acceptance.record_actors", *args, stdout=stdout)
 
 
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "redisq":
-        url: str = request.getfixturevalue("redis_url")
-        return url
-    return f"sqlite:{tmp_path / 'jobs.db'}"
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+    return store_url(request, tmp_path)
 
 
 def _results(waiter: subprocess.Popen[str]) -> dict[str, dict[str, Any]]:
@@ -98,7 +66,7 @@ def test_a_waiting_process_gets_every_result_of_two_consumer_processes(
     consumers = [_spawn("consume", store, queue, str(JOB_SECONDS)) for _ in range(2)]
     processes.extend(consumers)
     for consumer in consumers:
-        _expect_line(consumer, "ready")
+        expect_line(consumer, "ready")
     logs = [tmp_path / f"consumer-{n}.log" for n in range(2)]
     drains = [_drain_to(consumer, log) for consumer, log in zip(consumers, logs, strict=True)]
     producer = _spawn("produce", store, queue, str(JOBS), stdout=subprocess.DEVNULL)
@@ -127,8 +95,8 @@ def test_the_waiting_process_gets_every_result_when_a_consumer_is_killed_mid_run
     victim = _spawn("consume", store, queue, str(JOB_SECONDS * 5))
     survivor = _spawn("consume", store, queue, str(JOB_SECONDS))
     processes.extend([victim, survivor])
-    _expect_line(victim, "ready")
-    _expect_line(survivor, "ready")
+    expect_line(victim, "ready")
+    expect_line(survivor, "ready")
     drain = _drain_to(survivor, tmp_path / "survivor.log")
     producer = _spawn("produce", store, queue, str(JOBS), stdout=subprocess.DEVNULL)
     processes.append(producer)
