@@ -2,10 +2,11 @@
 
 On a queue with records (``keep_results``) a worker takes jobs only for its free slots unless
 given a ``prefetch``, so that a job taken has started and a ``cancel`` that answered ``True``
-means the job does not start (docs/results.md). This drains N jobs added with ids through a
-worker of concurrency 8, on sqliteq and on redisq (a redis-server started here on a free
-loopback port), as shipped and with ``prefetch=8`` (what other queues take ahead by default),
-alternating in the same process, best of ``--repeat``::
+means the job does not start (docs/results.md); with a ``prefetch``, each job taken ahead asks
+the storage (``extend_lease_or_cancel``) before it starts. This drains N jobs added with ids
+through a worker of concurrency 8, on sqliteq and on redisq (a redis-server started here on a
+free loopback port), as shipped and with ``prefetch=8`` (what other queues take ahead by
+default), alternating in the same process, best of ``--repeat``::
 
     .venv/bin/python benchmarks/records_prefetch.py
     .venv/bin/python benchmarks/records_prefetch.py -n 1000 --repeat 1    # a quick look

@@ -10,13 +10,14 @@ so that some are cancelled while queued, some while running, some after they end
 ``(job_id, answer, time.monotonic() right after cancel returned)`` of every cancel, waits for
 every record to end, stops the consumers and checks, for every job id:
 
-1. ``cancel`` answered ``True``: no run of the job started after the call returned, but for
-   the moment between a worker's take and its function's first line (``TAKE_TO_START``): the
-   docs count a job taken as started, and a cancel that lands in that moment answers ``True``
-   while the function's first line runs an instant after the answer. Such a job must have been
-   taken before the cancel returned (its record's ``started_at``) and must start within
-   ``TAKE_TO_START`` of the answer; a job taken ahead of a free slot (a prefetch), which starts
-   only when a slot frees, fails it. The summary counts these starts and their longest gap;
+1. ``cancel`` answered ``True``: no worker took the job after the call returned. A run may
+   still start after the answer when the job was taken before it (the docs count a job taken
+   as started: a worker takes a job of such a queue only for a free slot, and one that waits
+   more than a few milliseconds for its thread asks the storage again before it starts); its
+   first line then trails the answer by the time the worker needs to schedule a thread, which
+   a loaded machine can stretch to tens of milliseconds. So the order is checked on the
+   storage's clock (the record's ``started_at`` is the last take), and the longest such
+   trail is printed in the summary;
 2. every record ended (succeeded, failed, dead or cancelled); a job whose cancel answered
    ``True`` ended ``cancelled``, or ``succeeded`` when it was running (it ran: the cancel came
    too late to matter); ``False``: it had ended, by a run that started before; not cancelled:
@@ -62,12 +63,6 @@ STALL = 0.3
 left may all be cancelled or ended)."""
 CANCEL_DEADLINE = 30.0
 RECORD_WAIT = 45.0
-TAKE_TO_START = 0.015
-"""Seconds a function's first line may follow the answer of a cancel that found its job just
-taken (see 1. above). Measured on a 2-CPU machine: at most 5 ms, 6 ms with two more processes
-spinning; a job taken into a prefetch started up to a whole job (30 ms) after, most of them
-more than 15 ms. ``0`` checks the promise word for word, which most runs fail by a few jobs
-whose first line came 0.01-5 ms after the answer."""
 CLOCK_STEP = 0.002
 """Records' times are whole milliseconds (truncated), plus a millisecond for the clocks'
 reads."""
@@ -315,7 +310,7 @@ def _check(
         record, job_runs, cancel = records[job_id], runs.get(job_id, []), by_id.get(job_id)
         message = _message(record)
 
-        # (1) True: no run started after the cancel returned (but in the take-to-start moment).
+        # (1) True: no run taken after the cancel returned (a run taken before may start after).
         if cancel is not None and cancel.answer:
             for run in job_runs:
                 gap = run.started - cancel.returned
@@ -324,7 +319,7 @@ def _check(
                 # The record's started_at is the last take: a run after a True cancel must be
                 # the last one, taken before the answer, and started at once.
                 taken = record.started_at if run.attempt == record.attempts else None
-                if taken is None or taken > cancel.returned_at + CLOCK_STEP or gap > TAKE_TO_START:
+                if taken is None or taken > cancel.returned_at + CLOCK_STEP:
                     when = (
                         "not its last" if taken is None else f"{taken - cancel.returned_at:+.4f} s"
                     )

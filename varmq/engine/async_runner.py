@@ -225,6 +225,11 @@ class AsyncRunner:
         when it is cancelled by id (:meth:`cancel`), the task is cancelled (the job sees
         ``CancelledError``)."""
         before = False
+        if source.cancellable and not job._cancel_requested() and source.start_check_due(job):
+            # It waited since its take: ask the storage, whose answer is atomic with any cancel.
+            loop = asyncio.get_running_loop()
+            if not await loop.run_in_executor(self._io, source.may_start, job):
+                job._request_cancel()
         task = asyncio.ensure_future(self._fn(job))
         if source.cancellable:
             self._cancellable[id(job)] = task

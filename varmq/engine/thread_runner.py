@@ -187,11 +187,14 @@ class ThreadRunner:
             watch = self._timer().watch(source, job, timeout)
         elif cancellable:
             self._timer().track(job)
-        # Cancelled before it started (watched first, so a cancel now is not missed): settled
-        # as cancelled without running.
+        # Cancelled before it started (watched first, so a cancel now is not missed; asked of
+        # the storage when the job waited since its take): settled as cancelled without running.
         if (
             cancellable
-            and job._cancel_requested()
+            and (
+                job._cancel_requested()
+                or (source.start_check_due(job) and not source.may_start(job))
+            )
             and self._timer().cancel(source, job, running=False)
         ):
             return None

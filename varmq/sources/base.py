@@ -111,6 +111,16 @@ class Source:
         """``job_id`` was just cancelled through this process; a source that holds it running
         stops it now instead of at its next look at storage. Nothing to do by default."""
 
+    def start_check_due(self, job: Job[Any]) -> bool:
+        """Whether ``job`` (of a :attr:`cancellable` source) must be checked with
+        :meth:`may_start` before it starts; no I/O. ``False`` by default."""
+        return False
+
+    def may_start(self, job: Job[Any]) -> bool:
+        """Whether ``job`` may start: ``False`` when it was cancelled meanwhile (a blocking
+        call on storage sources). ``True`` by default."""
+        return True
+
     def __init__(self, storage: Any, settings: SourceSettings) -> None:
         self.storage = storage
         self.label = settings.label

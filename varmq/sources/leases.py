@@ -54,10 +54,27 @@ _CANCEL_CHECK = 5.0
 ACK_HOLD = 0.002
 
 
+START_CHECK_AFTER = 0.005
+"""Seconds a job of a queue with records may wait between the storage's last answer for it
+(its take, a renewal) and its start before the worker asks the storage again: a cancel that
+answered ``True`` meanwhile then keeps it from starting. A job taken for a free slot normally
+starts well within it, so a drain makes no extra call."""
+
+
 class StorageJob(Job[Any]):
     """A job taken from storage: it carries its lease (ack id) and when to renew it."""
 
-    __slots__ = ("ack_id", "cancel_seen", "deadline", "lost", "renew_at", "result", "take")
+    __slots__ = (
+        "ack_id",
+        "ahead",
+        "cancel_seen",
+        "checked_at",
+        "deadline",
+        "lost",
+        "renew_at",
+        "result",
+        "take",
+    )
 
     #: The JSON bytes of a result worker's value, set just before the acknowledgement that
     #: records it (job records only; never set otherwise).
@@ -77,6 +94,11 @@ class StorageJob(Job[Any]):
         self.lost = False
         #: Set once a lease renewal said the job was cancelled by id (job records only).
         self.cancel_seen = False
+        #: When the storage last said the lease is held and no cancel was asked: the take, or
+        #: a renewal (this process's monotonic clock).
+        self.checked_at = 0.0
+        #: Taken ahead of a free slot (the prefetch): it asks the storage before it starts.
+        self.ahead = False
         #: The jobs taken with it, while its acknowledgement may wait for them (see acks).
         self.take: Take | None = None
 
@@ -151,6 +173,7 @@ class Leases:
             for job in jobs:
                 job.deadline = started + lease
                 job.renew_at = renew_at
+                job.checked_at = started
                 self._held[id(job)] = job
         self._renewer.poke(renew_at)  # its next renewal may be sooner than it planned
 
@@ -174,6 +197,26 @@ class Leases:
                 job.cancel_seen = True
         return found
 
+    def start_check_due(self, job: StorageJob) -> bool:
+        """Whether ``job``, about to start, must first ask the storage (:meth:`may_start`): on
+        a queue with records, when it was taken ahead of a free slot (the prefetch), or more
+        than :data:`START_CHECK_AFTER` passed since the storage last answered for it (its
+        slot's thread was slow to come, on a loaded machine). No storage call."""
+        return self._records and (
+            job.ahead or time.monotonic() - job.checked_at > START_CHECK_AFTER
+        )
+
+    def may_start(self, job: StorageJob) -> bool:
+        """Ask the storage whether ``job`` may start: ``False`` when its cancel was requested
+        (``extend_lease_or_cancel``, decided in one atomic step with any cancel: a cancel that
+        answered before is seen here). The lease is renewed on the way; a storage that cannot
+        answer lets the job start (its renewals will tell of a cancel, as before)."""
+        if self._ask(job) == "cancel":
+            with self._lock:
+                job.cancel_seen = True
+            return False
+        return True
+
     def cancel_requested(self, job: StorageJob) -> bool:
         """Whether the storage says ``job``'s cancel was requested (records only; ``False``
         when it cannot answer), before a failed run is given back to be retried."""
@@ -190,6 +233,7 @@ class Leases:
         if answer == "held":
             lease = self.seconds()
             with self._lock:
+                job.checked_at = sent
                 if id(job) in self._held:
                     job.deadline = sent + lease
                     job.renew_at = sent + self._period(lease)
@@ -250,6 +294,8 @@ class Leases:
                 if kept:
                     job.deadline = sent + lease
                     job.renew_at = sent + period
+                    if not cancel:
+                        job.checked_at = sent
                     if cancel and not job.cancel_seen:
                         job.cancel_seen = True
                         cancelled.append(job)

@@ -105,6 +105,7 @@ class StorageSource(Source):
         self.maybe_ready = True
         self.taking = False
         self.empty_since = 0.0
+        self._free = 0  # the free slots the take under way was planned for
         # Guards _due: monotonic times at which jobs this process delayed or gave back become
         # due (a heap), so the source is looked at again at each of them, not only at the poll.
         self._due_lock = threading.Lock()
@@ -144,6 +145,7 @@ class StorageSource(Source):
         # while these jobs run. One take at a time; a signal during the take sets it again.
         self.taking = True
         self.maybe_ready = False
+        self._free = free  # the jobs of the take beyond it are taken ahead (the prefetch)
         return Step.TAKE, (free + max(room, 0) if self._batched else 1)
 
     def take(self, n: int) -> tuple[int, list[Job[Any]]]:
@@ -196,6 +198,8 @@ class StorageSource(Source):
             self.empty_since = time.monotonic()
         if jobs and self._leased:
             self._leases.track(jobs, self._taken_at)  # type: ignore[arg-type]
+            for job in jobs[self._free :]:
+                job.ahead = True  # type: ignore[attr-defined]  # StorageJob (decoded here)
 
     def length(self) -> int:
         """Jobs waiting in the storage; raises when the storage cannot answer."""
@@ -215,6 +219,14 @@ class StorageSource(Source):
             job._request_cancel()
             if self._cancel_running is not None:
                 self._cancel_running(self, job)
+
+    def start_check_due(self, job: Job[Any]) -> bool:
+        assert isinstance(job, StorageJob)
+        return self._leases.start_check_due(job)
+
+    def may_start(self, job: Job[Any]) -> bool:
+        assert isinstance(job, StorageJob)
+        return self._leases.may_start(job)
 
     def expired_locked(self, job: Job[Any], now: float) -> bool:
         return self._leases.expired(job, now)  # type: ignore[arg-type]

@@ -898,6 +898,44 @@ class RecordConformance(SuiteBase):
             worker.stop_and_wait(timeout=WAIT)
         assert started == ["blocker"]
 
+    def test_a_job_in_an_explicit_prefetch_cancelled_meanwhile_never_starts(
+        self, harness: StorageHarness, kind: QueueKind
+    ) -> None:
+        # With prefetch=N a worker takes jobs ahead of a free slot; one that waited asks the
+        # storage before it starts, so a cancel through another object, which its worker would
+        # hear of only at its next renewal, still keeps it from starting.
+        name = fresh_name()
+        q = self.records(harness, kind, name)  # LONG_LEASE: no renewal comes during the test
+        admin = _producer(self.records(harness, QueueKind(kind.priority, True), name), kind)
+        release, blocking = threading.Event(), threading.Event()
+        started: list[str] = []
+
+        def job_fn(job: varmq.Job[str]) -> None:
+            started.append(job.data)
+            if job.data == "blocker":
+                blocking.set()
+                release.wait(WAIT)
+
+        worker = varmq.new_worker(job_fn, 1, prefetch=4)
+        try:
+            assert _add_job(admin, kind, "blocker", "blocker")
+            assert _add_job(admin, kind, "ahead", "ahead")
+            handle = bind(worker, q, kind)
+            assert blocking.wait(WAIT)
+            deadline = time.monotonic() + WAIT
+            while _state(q, "ahead") != "running":  # taken ahead into the prefetch
+                assert time.monotonic() < deadline, "the worker did not take ahead"
+                time.sleep(0.005)
+            assert admin.cancel("ahead") is True
+            release.set()
+            with pytest.raises(varmq.JobFailedError, match="before it ran"):
+                admin.result_of("ahead", timeout=WAIT)
+            assert handle.result_of("blocker", timeout=WAIT) is None
+        finally:
+            release.set()
+            worker.stop_and_wait(timeout=WAIT)
+        assert started == ["blocker"]
+
     def test_a_run_that_raised_while_its_cancel_was_pending_keeps_its_error(
         self, harness: StorageHarness, kind: QueueKind
     ) -> None:
