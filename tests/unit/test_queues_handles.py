@@ -323,3 +323,141 @@ def test_delayed_jobs_and_dead_letters_shelved_on_a_queue_are_adopted_once_when_
     assert time.time() >= now + 0.2 - 0.05
     assert worker.queue_stats()[0]["delayed"] == 1
     assert storage.take_restored() is None  # handed over: binding it again brings nothing
+
+
+# -- job ids: one job per id in the queue ---------------------------------------------------------
+
+
+def add_with_id(queue: Any, data: Any, job_id: str, **options: Any) -> Any:
+    if isinstance(queue, varmq.PriorityQueue):
+        return queue.add(data, 0, job_id=job_id, **options)
+    return queue.add(data, job_id=job_id, **options)
+
+
+@every_handle
+def test_a_second_add_of_an_id_in_the_queue_adds_nothing_and_returns_the_first_jobs_handle(
+    kind: str, queue_kind: str
+) -> None:
+    ran: list[Any] = []
+    worker = make(kind, lambda job: ran.append(job.data), auto_run=False)
+    queue = bind(worker, queue_kind)
+    first = add_with_id(queue, "first", "x")
+    assert add_with_id(queue, "second", "x") is first
+    assert add_with_id(queue, "delayed", "x", delay=60) is first
+    assert add_with_id(queue, "strict", "x", strict=True) is first  # not a refusal: no raise
+    assert len(queue) == 1
+    assert worker.metrics.submitted == 1
+    worker.start()
+    assert first.wait(WAIT)
+    assert worker.wait(WAIT)
+    assert ran == ["first"]
+    # Once its job ran, the id is free again.
+    again = add_with_id(queue, "again", "x")
+    assert again is not None and again is not first
+    assert again.wait(WAIT)
+    assert ran == ["first", "again"]
+
+
+@every_handle
+def test_a_delayed_job_holds_its_id_until_it_ran(kind: str, queue_kind: str) -> None:
+    worker = make(kind, auto_run=False)
+    queue = bind(worker, queue_kind)
+    later = add_with_id(queue, "later", "x", delay=60)
+    assert add_with_id(queue, "now", "x") is later
+    assert len(queue) == 0
+    assert worker.queue_stats()[0]["delayed"] == 1
+
+
+@pytest.mark.parametrize("queue_kind", QUEUES)
+def test_a_cancelled_job_frees_its_id(queue_kind: str) -> None:
+    worker = varmq.new_worker(lambda job: None, auto_run=False)
+    queue = bind(worker, queue_kind)
+    first = add_with_id(queue, "first", "x")
+    first.close()
+    second = add_with_id(queue, "second", "x")
+    assert second is not None and second is not first
+
+
+@pytest.mark.parametrize("queue_kind", QUEUES)
+def test_add_all_adds_one_job_per_id(queue_kind: str) -> None:
+    ran: list[Any] = []
+    worker = varmq.new_worker(lambda job: ran.append(job.data), auto_run=False)
+    queue = bind(worker, queue_kind)
+    waiting = add_with_id(queue, "waiting", "a")
+    group = queue.add_all([varmq.Item("a again", id="a"), varmq.Item("b", id="b"), "no id"])
+    group2 = queue.add_all([varmq.Item("b again", id="b")])
+    assert [job.data for job in group.jobs] == ["b", "no id"]
+    assert group.num_pending() == 2  # the member that was not added is done
+    assert group2.jobs == [] and group2.num_pending() == 0 and group2.wait(0)
+    assert len(queue) == 3
+    worker.start()
+    assert group.wait(WAIT) and waiting.wait(WAIT)
+    assert sorted(ran) == ["b", "no id", "waiting"]
+
+
+def test_a_generated_id_is_held_like_a_given_one() -> None:
+    worker = varmq.new_worker(lambda job: None, auto_run=False, job_id_generator=lambda: "same")
+    queue = worker.bind_queue()
+    first = queue.add(1)
+    assert queue.add(2) is first
+    assert len(queue) == 1
+
+
+def test_a_requeued_dead_letter_whose_id_is_taken_stays_a_dead_letter() -> None:
+    def fail(job: varmq.Job[Any]) -> None:
+        if job.data == "fails":
+            raise RuntimeError("no")
+
+    worker = varmq.new_worker(fail, 1, retry=varmq.Retry(max_attempts=1))
+    queue = worker.bind_queue()
+    assert add_with_id(queue, "fails", "x").wait(WAIT)
+    assert worker.wait(WAIT)
+    [letter] = queue.dead_letters()
+    worker.pause()
+    holder = add_with_id(queue, "holder", "x")  # a dead letter does not hold its id
+    assert holder is not None
+    assert queue.requeue_dead() == 0
+    assert [d.key for d in queue.dead_letters()] == [letter.key]  # kept, as it was
+    assert len(queue) == 1
+    worker.resume()
+    assert holder.wait(WAIT) and worker.wait(WAIT)
+    assert queue.requeue_dead() == 1  # the id is free again
+
+
+def test_with_keep_results_a_kept_record_holds_the_id() -> None:
+    worker = varmq.new_result_worker(lambda job: job.data, 1)
+    queue = worker.bind_queue(keep_results=0.3)
+    first = queue.add("first", job_id="x")
+    assert first.result(WAIT) == "first"
+    again = queue.add("again", job_id="x")
+    assert again is first  # its record is kept: the id is still taken
+    assert queue.result_of("x", timeout=WAIT) == "first"
+    time.sleep(0.4)  # the record's time passes
+    later = queue.add("later", job_id="x")
+    assert later is not None and later is not first
+    assert later.result(WAIT) == "later"
+
+
+def test_with_keep_results_a_requeued_dead_letter_takes_its_own_id_back() -> None:
+    attempts: list[int] = []
+
+    def fail_once(job: varmq.Job[Any]) -> None:
+        attempts.append(job.attempt)
+        if len(attempts) == 1:
+            raise RuntimeError("no")
+
+    worker = varmq.new_worker(fail_once, 1, retry=varmq.Retry(max_attempts=1))
+    queue = worker.bind_queue(keep_results=60)
+    assert queue.add("x", job_id="x").wait(WAIT)
+    assert queue.job("x").state == "dead"  # its record holds the id...
+    assert queue.requeue_dead() == 1  # ...but not against its own letter
+    assert queue.result_of("x", timeout=WAIT) is None
+    assert queue.job("x").state == "succeeded"
+
+
+def test_jobs_that_closed_without_running_do_not_pile_up_in_the_id_table() -> None:
+    worker = varmq.new_worker(lambda job: None, auto_run=False)
+    queue = worker.bind_queue()
+    for n in range(5_000):
+        queue.add(n, job_id=f"j{n}").close()  # cancelled: it closes without a settle
+    assert len(queue._source.ids) <= 2_048  # swept as it grew

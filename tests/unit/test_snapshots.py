@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -357,6 +358,107 @@ def test_saving_while_the_worker_runs_saves_each_unfinished_job_exactly_once(
     assert worker.wait(WAIT)
 
 
+@pytest.mark.parametrize("records", [False, True], ids=["plain", "keep_results"])
+def test_saves_while_threads_add_jobs_never_fail_and_each_file_is_a_consistent_cut(
+    tmp_path: Path, records: bool
+) -> None:
+    """Three threads add jobs, with and without ids, some delayed, to a FIFO and a priority
+    queue (each the only queue of its running worker, so its threads take without the lock;
+    with ``keep_results`` every add with an id also goes through the queue's job records);
+    some runs fail once and wait out a retry. Meanwhile this thread saves both queues again
+    and again, with thread switches forced every 10 µs. No save raises, and every file loads
+    and is a cut of each queue: no id twice, only jobs that were added, none that had closed
+    before the save began, every job with an id added before it and still open after it."""
+    options: dict[str, Any] = {"keep_results": 60} if records else {}
+    retry = varmq.Retry(max_attempts=3, backoff=0.002, jitter=False)
+
+    def work(job: varmq.Job[Any]) -> None:
+        if job.data % 7 == 0 and job.attempt == 1:
+            raise RuntimeError("retried")
+
+    fifo = varmq.new_worker(work, 2, retry=retry).bind_queue(name="fifo", **options)
+    urgent = varmq.new_worker(work, 2, retry=retry).bind_priority_queue(name="urgent", **options)
+    queues: dict[str, Any] = {"fifo": fifo, "urgent": urgent}
+    added: dict[str, list[str]] = {name: [] for name in queues}
+    counts = [dict.fromkeys(queues, 0) for _ in range(3)]  # per producer thread
+    # Jobs with an id not known to be closed yet; only this thread removes from it.
+    open_jobs: dict[tuple[str, str], varmq.EnqueuedJob[Any]] = {}
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def produce(thread: int) -> None:
+        n = 0
+        try:
+            while not stop.is_set():
+                for name, queue in queues.items():
+                    if len(queue) > 1_000:  # a small backlog: each save stays short
+                        continue
+                    job_id = f"t{thread}-{n}" if n % 2 else None
+                    delay = 0.003 if n % 11 == 0 else None
+                    counts[thread][name] += 1  # before: a save may find the job at once
+                    if job_id is not None:
+                        added[name].append(job_id)
+                    if name == "fifo":
+                        job = queue.add(n, job_id=job_id, delay=delay)
+                    else:
+                        job = queue.add(n, n % 4, job_id=job_id, delay=delay)
+                    assert job is not None
+                    if job_id is not None:
+                        open_jobs[name, job_id] = job
+                n += 1
+                if n % 20 == 0:
+                    time.sleep(0.0002)  # let the workers keep up
+        except BaseException as exc:  # seen by the test thread
+            failures.append(exc)
+
+    closed_before: dict[str, set[str]] = {name: set() for name in queues}
+    producers = [
+        threading.Thread(target=produce, args=(t,), name=f"test:producer-{t}") for t in range(3)
+    ]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # switch threads often: a race shows up sooner
+    saves = 0
+    try:
+        for producer in producers:
+            producer.start()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline or saves < 10:
+            for key, job in list(open_jobs.items()):
+                if job.is_closed():
+                    closed_before[key[0]].add(key[1])
+                    del open_jobs[key]
+            keys = list(open_jobs)  # one step: the producers add to it meanwhile
+            still_open = {name: {key[1] for key in keys if key[0] == name} for name in queues}
+            path = tmp_path / f"s{saves % 3}.json"
+            varmq.save_queues([fifo, urgent], path)
+            added_after = {name: set(ids) for name, ids in added.items()}
+            counts_after = {name: sum(c[name] for c in counts) for name in queues}
+            open_after = {
+                name: {job_id for job_id in ids if not open_jobs[name, job_id].is_closed()}
+                for name, ids in still_open.items()
+            }
+            loaded = varmq.load_queues(path)
+            assert list(loaded) == ["fifo", "urgent"]
+            for name, record in saved(path).items():
+                entries = record["jobs"] + record["delayed"]
+                assert len(entries) <= counts_after[name]
+                ids = [entry["id"] for entry in entries if entry["id"]]
+                assert len(ids) == len(set(ids)), f"save {saves}: a job twice in {name}"
+                assert set(ids) <= added_after[name]
+                assert not set(ids) & closed_before[name], f"save {saves}: closed jobs saved"
+                missing = open_after[name] - set(ids)
+                assert not missing, f"save {saves} lost {sorted(missing)[:5]} of {name}"
+                assert len(loaded[name]) == len(record["jobs"])
+            saves += 1
+    finally:
+        stop.set()
+        for producer in producers:
+            producer.join(WAIT)
+        sys.setswitchinterval(interval)
+    assert not failures, failures
+    assert fifo.worker.wait(WAIT) and urgent.worker.wait(WAIT)
+
+
 # -- refused files ---------------------------------------------------------------------------
 
 
@@ -531,12 +633,52 @@ def test_two_handles_with_one_name_refuse_the_save(tmp_path: Path) -> None:
     assert_untouched(path, before)
 
 
-def test_two_jobs_with_one_id_refuse_the_save(tmp_path: Path) -> None:
-    path, before = old_file(tmp_path)
+@pytest.mark.parametrize("kind", ["fifo", "priority"])
+def test_two_adds_with_one_id_make_one_job_and_the_save_works(tmp_path: Path, kind: str) -> None:
     worker = varmq.new_worker(lambda job: None, auto_run=False)
-    queue = worker.bind_queue(name="twice")
+    queue: Any = (
+        worker.bind_queue(name="q") if kind == "fifo" else worker.bind_priority_queue(name="q")
+    )
+    first = queue.add("first", job_id="x")
+    assert queue.add("second", job_id="x") is first  # already in the queue: nothing added
+    assert queue.add("later", job_id="x", delay=60) is first
+    late = queue.add("late", job_id="y", delay=60)
+    assert queue.add("now", job_id="y") is late
+    path = tmp_path / "queues.json"
+    varmq.save_queues([queue], path)
+    record = saved(path)["q"]
+    assert [(job["id"], job["data"]) for job in record["jobs"]] == [("x", "first")]
+    assert [(job["id"], job["data"]) for job in record["delayed"]] == [("y", "late")]
+    assert drain(load_one(path, "q")) == ["first"]
+
+
+def test_a_loaded_job_holds_its_id_once_bound(tmp_path: Path) -> None:
+    worker = varmq.new_worker(lambda job: None, auto_run=False)
+    queue = worker.bind_queue(name="q")
+    queue.add("waiting", job_id="x")
+    queue.add("delayed", job_id="y", delay=60)
+    path = tmp_path / "queues.json"
+    varmq.save_queues([queue], path)
+    loaded = load_one(path, "q")
+    [waiting] = loaded.values()
+    again = varmq.new_worker(lambda job: None, auto_run=False).with_queue(loaded)
+    assert again.add("again", job_id="x") is waiting
+    assert again.add("again", job_id="y").data == "delayed"
+    varmq.save_queues([again], path)
+    assert [job["id"] for job in saved(path)["q"]["jobs"]] == ["x"]
+
+
+def test_two_jobs_with_one_id_put_in_the_storage_directly_refuse_the_save(
+    tmp_path: Path,
+) -> None:
+    """The handles never store a second job with an id the queue holds; a job put straight
+    into the storage bypasses them, and the save still refuses to write a file the loader
+    would refuse."""
+    path, before = old_file(tmp_path)
+    storage = varmq.MemoryQueue(name="twice")
+    queue = varmq.new_worker(lambda job: None, auto_run=False).with_queue(storage)
     queue.add(1, job_id="x")
-    queue.add(2, job_id="x", delay=60)
+    storage.enqueue(varmq.EnqueuedJob("x", 2))
     with pytest.raises(varmq.PersistenceError, match="queue 'twice', job 'x'"):
         varmq.save_queues([queue], path)
     assert_untouched(path, before)
@@ -646,6 +788,138 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary_file(
     with pytest.raises(OSError, match="No space"):
         varmq.save_queues([queue], path)
     assert_untouched(path, before)
+
+
+def queue_holding(name: str, data: Any) -> Any:
+    queue = varmq.new_worker(lambda job: None, auto_run=False).bind_queue(name=name)
+    queue.add(data, job_id=name)
+    return queue
+
+
+def test_a_save_through_a_symlink_writes_its_target_and_keeps_the_link(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    target = data / "queues.json"
+    link = tmp_path / "current.json"
+    link.symlink_to(Path("data") / "queues.json")  # relative, and dangling until the first save
+    chain = tmp_path / "chain.json"
+    chain.symlink_to(link)
+    varmq.save_queues([queue_holding("first", 1)], link)
+    assert link.is_symlink() and os.readlink(link) == os.path.join("data", "queues.json")
+    assert list(varmq.load_queues(target)) == ["first"]
+    os.chmod(target, 0o640)
+    varmq.save_queues([queue_holding("second", 2)], link)
+    assert link.is_symlink() and list(varmq.load_queues(target)) == ["second"]
+    varmq.save_queues([queue_holding("third", 3)], chain)
+    assert chain.is_symlink() and link.is_symlink()
+    assert list(varmq.load_queues(chain)) == ["third"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640  # the target's, kept
+    assert sorted(p.name for p in data.iterdir()) == ["queues.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["chain.json", "current.json", "data"]
+
+
+def temporary_name(path: Path, pid: int) -> str:
+    """The name a save of ``path`` by process ``pid`` writes its new file under."""
+    return f".{path.name}.{pid}.{os.urandom(4).hex()}.tmp"
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+# Files beside the snapshot that are not temporary files of its saves: never removed.
+NOT_OURS = [
+    ".queues.json.tmp",
+    ".queues.json.1.zzzzzzzz.tmp",
+    ".queues.json.1.0123abcd.tmp.bak",
+    ".other.json.1.0123abcd.tmp",
+    "queues.json.1.0123abcd.tmp",
+]
+
+
+def test_temporary_files_of_crashed_saves_are_removed_by_the_next_save_and_by_a_load(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "queues.json"
+    dead = dead_pid()
+    for name in NOT_OURS:
+        (tmp_path / name).write_bytes(b"not ours")
+
+    def crash() -> None:
+        # Two of a dead process, and one of this process's pid that no save of it writes
+        # now: left by an earlier process that had the same pid (a restarted container).
+        for pid in (dead, dead, os.getpid()):
+            (tmp_path / temporary_name(path, pid)).write_bytes(b'{"format":"varmq-snap')
+
+    def left() -> list[str]:
+        return sorted(p.name for p in tmp_path.iterdir())
+
+    crash()
+    varmq.save_queues([queue_holding("saved", 1)], path)
+    assert left() == sorted([*NOT_OURS, "queues.json"])
+    crash()
+    assert list(varmq.load_queues(path)) == ["saved"]
+    assert left() == sorted([*NOT_OURS, "queues.json"])
+    path.unlink()
+    crash()  # a crash in the very first save
+    assert varmq.load_queues(path, missing_ok=True) == {}
+    assert left() == sorted(NOT_OURS)
+
+
+def test_the_temporary_file_of_a_save_running_in_another_process_is_kept(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "queues.json"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        running = tmp_path / temporary_name(path, sleeper.pid)
+        running.write_bytes(b"being written")
+        varmq.save_queues([queue_holding("saved", 1)], path)
+        assert varmq.load_queues(path)
+        assert running.read_bytes() == b"being written"
+        # Untouched for more than an hour: its pid was reused by a process that is not saving.
+        hours_ago = time.time() - 7200
+        os.utime(running, (hours_ago, hours_ago))
+        varmq.save_queues([queue_holding("saved", 1)], path)
+        assert not running.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_a_save_and_a_load_keep_the_temporary_file_of_a_save_running_in_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "queues.json"
+    writing, go_on = threading.Event(), threading.Event()
+    plain_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        if threading.current_thread().name == "test:slow-save" and not writing.is_set():
+            writing.set()  # its temporary file is written: hold the save here
+            go_on.wait(WAIT)
+        plain_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    slow = threading.Thread(
+        target=varmq.save_queues,
+        args=([queue_holding("slow", 1)], path),
+        name="test:slow-save",
+    )
+    slow.start()
+    try:
+        assert writing.wait(WAIT)
+        [temporary] = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+        varmq.save_queues([queue_holding("fast", 2)], path)
+        assert list(varmq.load_queues(path)) == ["fast"]
+        assert temporary.exists()
+    finally:
+        go_on.set()
+        slow.join(WAIT)
+    assert list(varmq.load_queues(path)) == ["slow"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["queues.json"]
 
 
 def test_the_digit_limit_is_the_one_python_reads_by_default() -> None:

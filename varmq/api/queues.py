@@ -3,9 +3,12 @@ and where an in-memory job's path starts.
 
 ``add`` makes a job handle (:mod:`varmq.model.jobs`, the worker kind's class) and puts it in the
 queue's storage, or gives it straight to an idle thread (:func:`varmq.engine.fastpath.hand_over`);
-then it tells the worker's dispatcher that work is there. A handle can delay a job (``delay=``
-seconds or ``run_at=`` a datetime), lists, requeues and purges its queue's dead letters, and,
-bound with ``keep_results``, follows its jobs by id (:class:`~varmq.api.records.FollowJobs`).
+then it tells the worker's dispatcher that work is there. A job with an id first asks the queue's
+ids (:attr:`~varmq.sources.memory.MemorySource.ids`): an id a job of the queue holds adds nothing,
+and ``add`` answers that job's handle, as a storage queue's dedup answers ``True``. A handle can
+delay a job (``delay=`` seconds or ``run_at=`` a datetime), lists, requeues and purges its
+queue's dead letters, and, bound with ``keep_results``, follows its jobs by id
+(:class:`~varmq.api.records.FollowJobs`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, cast
 
 from typing_extensions import TypeVar
 
@@ -61,6 +64,8 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
         # Whether an add without an id, delay or timeout may take the short path (_add_plain):
         # a queue with job records has its book told of each add.
         self._plain = source.book is None
+        # One job per id in the queue: asked before a job with an id is offered.
+        self._ids = source.ids
 
     @property
     def worker(self) -> W:
@@ -80,17 +85,23 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
             )
         return book
 
+    def _holder(self, job: H, wait: float, replacing: Any = None) -> H | None:
+        """Let ``job`` hold its id in the queue (its record, with ``keep_results``): ``None``,
+        or the job that holds the id already, and then ``job`` must not be offered."""
+        # The holder was added through a handle of this queue, so it is a job of its kind; one
+        # loaded from a snapshot is a plain EnqueuedJob (documented in docs/snapshots.md).
+        return cast("H | None", self._ids.hold(job, wait, replacing))
+
     def _offer(self, job: H, priority: int | None, wait: float) -> bool:
+        """Put ``job`` (which holds its id, if it has one) in line, or among the delayed jobs
+        for ``wait`` seconds; ``False`` when the queue refused it (closed, full)."""
         job._queued(priority)
-        book = self._source.book
-        if book is not None and job.id:
-            book.added(job, wait)
         if wait > 0:
             self._source.delayed.add(job, time.monotonic() + wait)
             return True
         if not self._source.offer(job):
-            if book is not None:
-                book.refused(job)
+            if job.id:
+                self._ids.refused(job)
             job._refused()
             return False
         return True
@@ -102,6 +113,10 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
         if dispatch.forks != Forks.count:
             dispatch.check_process()
         job = self._new_job(self._next_id(), data, None)
+        if job.id:  # from the worker's job_id_generator: held like an id given to add
+            holder = self._ids.hold(job)
+            if holder is not None:
+                return cast(H, holder)  # see _holder
         job._queued(priority)
         source = self._source
         # A parked thread may take it at once (the fast path); a busy worker has none, and
@@ -113,6 +128,8 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
         else:
             stored = self._storage.enqueue(job, priority)
         if not stored:
+            if job.id:
+                self._ids.refused(job)
             job._refused()
             self._refuse(job, strict)
             return None
@@ -138,6 +155,10 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
         if dispatch.forks != Forks.count:
             dispatch.check_process()
         job = self._new_job(job_id or self._next_id(), data, None)
+        if job.id:
+            holder = self._ids.hold(job, wait)
+            if holder is not None:
+                return cast(H, holder)  # already in the queue (see _holder): nothing added
         if timeout is not None:
             job._set_timeout(timeout)
         if not self._offer(job, priority, wait):
@@ -156,7 +177,10 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
         jobs: list[H] = []
         for entry in entries:
             job = self._new_job(entry.id or self._next_id(), entry.data, group)
-            if self._offer(job, entry.priority if prioritised else None, 0.0):
+            if job.id and self._holder(job, 0.0) is not None:
+                # Its id is in the queue already: not added, so done at once, like a refusal.
+                group.member_done(job.id, None, None, ran=False)
+            elif self._offer(job, entry.priority if prioritised else None, 0.0):
                 jobs.append(job)
             else:
                 group.member_done(job.id, None, None, ran=False)
@@ -169,14 +193,22 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
         return self._source.dead.letters(limit)
 
     def requeue_dead(self, keys: Sequence[str] | None = None) -> int:
-        """Run dead letters again as new jobs (all when ``keys`` is ``None``); how many."""
+        """Run dead letters again as new jobs (all when ``keys`` is ``None``); how many.
+
+        A letter whose id another job of the queue holds now stays a dead letter."""
         requeued = 0
+        dead = self._source.dead
         # Under the dispatcher's lock, a snapshot sees each letter either dead or requeued.
         with self._dispatch.lock:
-            for old in self._source.dead.take(None if keys is None else set(keys)):
+            held = []
+            for letter, old in dead.take_entries(None if keys is None else set(keys)):
                 job = self._new_job(old.id, old.data, None)
-                if self._offer(job, old._priority, 0.0):
+                if job.id and self._holder(job, 0.0, old) is not None:
+                    held.append((letter, old))
+                elif self._offer(job, old._priority, 0.0):
                     requeued += 1
+            if held:
+                dead.put_back(held)
         if requeued:
             self._dispatch.signal(0)
         return requeued
@@ -201,10 +233,13 @@ class Queue(_MemoryHandle[T, H, G, W]):
     ) -> H | None:
         """Add a job; its handle, or ``None`` when the queue refused it (closed, full).
 
-        With ``delay`` (seconds) or ``run_at`` (a datetime) the job waits until then; with
-        ``timeout`` (seconds) it fails with :class:`~varmq.JobTimeoutError` if it runs longer
-        (instead of the worker's ``timeout``). With ``strict``, a refusal raises
-        :class:`~varmq.EnqueueError` instead of giving ``None``.
+        A ``job_id`` that a job of the queue holds (waiting, delayed, running or waiting out a
+        retry; with ``keep_results``, as long as its record is kept) adds nothing: the answer is
+        that job's handle, as a storage queue answers ``True``. With ``delay`` (seconds) or
+        ``run_at`` (a datetime) the job waits until then; with ``timeout`` (seconds) it fails
+        with :class:`~varmq.JobTimeoutError` if it runs longer (instead of the worker's
+        ``timeout``). With ``strict``, a refusal raises :class:`~varmq.EnqueueError` instead of
+        giving ``None``.
         """
         if job_id is None and delay is None and run_at is None and timeout is None:
             if self._plain:
@@ -230,7 +265,10 @@ class Queue(_MemoryHandle[T, H, G, W]):
         )
 
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
-        """Add several jobs (``Item`` or bare data); a handle tracking them together."""
+        """Add several jobs (``Item`` or bare data); a handle tracking them together.
+
+        An item whose id a job of the queue holds (see :meth:`add`) is not added: the handle
+        counts it as done at once, and leaves it out of its ``jobs``."""
         return self._add_all(items, False)
 
 
@@ -291,5 +329,6 @@ class PriorityQueue(_MemoryHandle[T, H, G, W]):
         )
 
     def add_all(self, items: Iterable[Item[T] | T]) -> G:
-        """Add several jobs, each with its ``Item.priority``; a handle tracking them."""
+        """Add several jobs, each with its ``Item.priority``; a handle tracking them. Items
+        whose id the queue holds are not added, as for :meth:`Queue.add_all`."""
         return self._add_all(items, True)

@@ -17,11 +17,11 @@ from typing import Any
 from ..contract import envelope
 from ..contract.protocols import QueueStats
 from ..model.errors import FailedToCastJobError, ParseJobError
-from ..model.jobs import Job, as_handle, cancel_waiting
+from ..model.jobs import EnqueuedJob, Job, as_handle, cancel_waiting
 from ..model.retry import Outcome, after_failure
 from .base import Source, SourceSettings, Step
 from .memory_queues import DeadLetters, DelayedJobs, MemoryPriorityQueue, MemoryQueue
-from .memory_records import JobBook
+from .memory_records import JobBook, JobIds
 from .taken import GIL, TakenJobs
 
 __all__ = ["MemorySource"]
@@ -41,7 +41,9 @@ class MemorySource(Source):
     into the queue; jobs out of attempts go to :attr:`dead`; job handles taken and not settled
     are recorded in :attr:`taken`. A queue loaded from a snapshot hands its delayed jobs and
     dead letters over here when it is bound. Bound with ``keep_results``, it keeps job records
-    in :attr:`book` (:mod:`varmq.sources.memory_records`); ``None`` otherwise.
+    in :attr:`book` (:mod:`varmq.sources.memory_records`); ``None`` otherwise. :attr:`ids` holds
+    each job id once (the book, or a :class:`~varmq.sources.memory_records.JobIds`): the handles
+    ask it before they offer a job with an id.
     """
 
     taken: TakenJobs
@@ -62,17 +64,29 @@ class MemorySource(Source):
         self.dead = DeadLetters()
         self.taken = TakenJobs()
         self._taken_jobs = self.taken.jobs  # one attribute less per settled job
-        if isinstance(storage, _LOCK_FREE_QUEUES):
-            restored = storage.take_restored()
-            if restored is not None:
-                offset = time.monotonic() - time.time()  # wall-clock due times to monotonic
-                self.delayed.add_all((job, due + offset) for due, job in restored.delayed)
-                self.dead.keep(restored.dead)
         self.book = (
             JobBook(self.label, self._cancel_running_job, keep_results)
             if keep_results > 0
             else None
         )
+        self.ids: JobBook | JobIds = JobIds() if self.book is None else self.book
+        # What settle tells of a job that closed; a book hears it from the job itself.
+        self._ids_release = self.ids.release if isinstance(self.ids, JobIds) else None
+        if isinstance(storage, _LOCK_FREE_QUEUES):
+            # Jobs already in it (loaded from a snapshot, or put there before binding) hold
+            # their ids, as if they had been added through a handle.
+            for item in storage.values():
+                if isinstance(item, EnqueuedJob) and item.id:
+                    self.ids.hold(item)
+            restored = storage.take_restored()
+            if restored is not None:
+                now = time.time()
+                for due, job in restored.delayed:
+                    if job.id:
+                        self.ids.hold(job, due - now)
+                offset = time.monotonic() - now  # wall-clock due times to monotonic
+                self.delayed.add_all((job, due + offset) for due, job in restored.delayed)
+                self.dead.keep(restored.dead)
         self.cancellable = self.book is not None
         # The built-in queues' takes never raise: a producer may then give a job straight to a
         # parked thread (varmq.engine.fastpath.hand_over).
@@ -197,6 +211,8 @@ class MemorySource(Source):
                 if self.book is not None:
                     self.book.dead(job)  # type: ignore[arg-type]
         job._complete(value, error)
+        if job.id and self._ids_release is not None:
+            self._ids_release(job)  # closed: its id is free (a queue with records keeps it)
         self._taken_jobs.pop(job, None)
         return outcome
 

@@ -372,16 +372,28 @@ class DeadLetters:
 
     def take(self, keys: set[str] | None) -> list[Any]:
         """Remove the dead letters with ``keys`` (all if ``None``); their jobs, oldest first."""
+        return [job for _, job in self.take_entries(keys)]
+
+    def take_entries(self, keys: set[str] | None) -> list[tuple[DeadLetter, Any]]:
+        """Remove the dead letters with ``keys`` (all if ``None``); each with its job, oldest
+        first."""
         with self._lock:
             kept: deque[tuple[DeadLetter, Any]] = deque()
-            taken: list[Any] = []
+            taken: list[tuple[DeadLetter, Any]] = []
             for letter, job in self._letters:
                 if keys is None or letter.key in keys:
-                    taken.append(job)
+                    taken.append((letter, job))
                 else:
                     kept.append((letter, job))
             self._letters = kept
         return taken
+
+    def put_back(self, entries: list[tuple[DeadLetter, Any]]) -> None:
+        """Keep again dead letters :meth:`take_entries` gave, as they were, in their place by
+        ``dead_at`` (letters whose time is past the age limit go at the next :meth:`keep`)."""
+        with self._lock:
+            letters = sorted([*self._letters, *entries], key=lambda entry: entry[0].dead_at)
+            self._letters = deque(letters)
 
     def __len__(self) -> int:
         return len(self._letters)

@@ -1,11 +1,17 @@
-"""Job records of an in-memory queue: what ``handle.job(job_id)`` finds where no storage keeps them.
+"""Job ids and job records of an in-memory queue: one job per id, and what ``handle.job(job_id)``
+finds where no storage keeps them.
+
+Like a storage queue's dedup, an in-memory queue holds each job id once: an add with an id that
+a job of the queue holds stores nothing and answers that job's handle. Without records
+(:class:`JobIds`) a job holds its id from its add until it closes; then the id is free again.
 
 An in-memory queue bound with ``keep_results=SECONDS`` (``worker.bind_queue(keep_results=60)``)
-keeps a :class:`~varmq.JobRecord` of every job added with an id, in this process: read from the
-job's own handle while it waits or runs, then its outcome for ``keep_results`` seconds after it
-ended (and at most ``DEFAULT_KEEP_RESULTS_LIMIT`` ended ones). Results are the values the
-function returned, as they are: nothing leaves the process, so nothing is encoded. Waiting for
-an end waits on the job's handle (no polling). No I/O here.
+keeps a :class:`~varmq.JobRecord` of every job added with an id, in this process
+(:class:`JobBook`): read from the job's own handle while it waits or runs, then its outcome for
+``keep_results`` seconds after it ended (and at most ``DEFAULT_KEEP_RESULTS_LIMIT`` ended ones).
+As on storage queues, a kept record holds its id, also after its job ended. Results are the
+values the function returned, as they are: nothing leaves the process, so nothing is encoded.
+Waiting for an end waits on the job's handle (no polling). No I/O here.
 """
 
 from __future__ import annotations
@@ -25,11 +31,84 @@ from ..model.errors import (
     JobNotFoundError,
     JobProcessingError,
 )
-from ..model.jobs import EnqueuedJob, JobStatus
+from ..model.jobs import EnqueuedJob, Job, JobStatus
 from ..model.loops import resolve
 from ..model.records import JobRecord, error_of
 
-__all__ = ["JobBook"]
+__all__ = ["JobBook", "JobIds"]
+
+_CLOSED = JobStatus.CLOSED
+
+
+# A JobIds dict is swept of closed jobs once it holds this many entries (or twice as many as
+# the last sweep left): a queue of few jobs never sweeps, and a sweep costs O(1) per add.
+_SWEEP_MIN = 1024
+
+
+class JobIds:
+    """The ids held by the jobs of one in-memory queue without job records: one job per id.
+
+    ``_lock`` guards ``_jobs`` (job id -> the job that took it last) and ``_sweep_at``; every
+    read and change of ``_jobs``, the sweep's walk included, is made holding it. A job holds its
+    id from its add until it closes (it ran to its end, went to the dead letters, or was
+    cancelled or purged): a closed job's id is free, whether or not its entry is gone yet.
+    Entries go when the run of their job is settled (:meth:`release`, called by the source), when
+    the id is taken again, or, for jobs that closed without a run (cancelled, purged) and the
+    few releases that found the lock busy, by a sweep once the dict has doubled since the last
+    one. Jobs without an id (``""``) are not held. Per job no callback is registered: a million
+    waiting jobs cost no extra objects for the garbage collector to walk.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[str, EnqueuedJob[Any]] = {}
+        self._sweep_at = _SWEEP_MIN
+
+    def hold(
+        self, job: EnqueuedJob[Any], wait: float = 0.0, replacing: EnqueuedJob[Any] | None = None
+    ) -> EnqueuedJob[Any] | None:
+        """Let ``job`` (with an id, about to be offered to the queue) hold its id: ``None``, or
+        the job that holds it already, and then ``job`` must not be offered. ``wait`` is unused
+        here (see :meth:`JobBook.hold`); ``replacing``, a closed job whose id ``job`` may take
+        over (always so here: a closed job holds nothing)."""
+        job_id = job.id
+        with self._lock:
+            holder = self._jobs.get(job_id)
+            if holder is not None and holder._status is not _CLOSED:
+                return holder
+            self._jobs[job_id] = job
+            if len(self._jobs) >= self._sweep_at:
+                self._sweep_locked()
+        return None
+
+    def release(self, job: Job[Any]) -> None:
+        """``job`` closed (its run was settled): drop its entry, unless the lock is busy.
+
+        Called by the threads that run jobs, once per job with an id: they never wait here
+        (waiting threads would queue up behind the producers' adds). An entry left behind is
+        harmless, its job being closed, and goes with the next sweep."""
+        lock = self._lock
+        if lock.acquire(blocking=False):
+            try:
+                if self._jobs.get(job.id) is job:
+                    del self._jobs[job.id]
+            finally:
+                lock.release()
+
+    def refused(self, job: EnqueuedJob[Any]) -> None:
+        """The queue refused ``job`` (closed, full): its id is free."""
+        with self._lock:
+            if self._jobs.get(job.id) is job:
+                del self._jobs[job.id]
+
+    def _sweep_locked(self) -> None:
+        jobs = self._jobs
+        for job_id in [job_id for job_id, job in jobs.items() if job._status is _CLOSED]:
+            del jobs[job_id]
+        self._sweep_at = max(_SWEEP_MIN, 2 * len(jobs))
+
+    def __len__(self) -> int:
+        return len(self._jobs)
 
 
 class _Entry:
@@ -50,8 +129,9 @@ class JobBook:
     """The records of one in-memory queue, kept for ``keep`` seconds after each job ended.
 
     ``_lock`` guards ``_live`` (job id -> entry of a job that has not ended) and ``_ended``
-    (job id -> (record, monotonic expiry), in end order, at most ``limit``); an id is in at most
-    one of them, and adding a job with an id that has a record replaces the record.
+    (job id -> (record, monotonic expiry, the job's handle), in end order, at most ``limit``);
+    an id is in at most one of them. An id with a record is held (:meth:`hold`): an add of it
+    stores nothing until the record expires.
     """
 
     def __init__(
@@ -69,18 +149,31 @@ class JobBook:
         self._limit = limit
         self._lock = threading.Lock()
         self._live: dict[str, _Entry] = {}
-        self._ended: OrderedDict[str, tuple[JobRecord, float]] = OrderedDict()
+        self._ended: OrderedDict[str, tuple[JobRecord, float, EnqueuedJob[Any]]] = OrderedDict()
 
     # -- what the queue tells it -----------------------------------------------------------
 
-    def added(self, job: EnqueuedJob[Any], wait: float) -> None:
-        """``job`` (with an id) is about to be offered to the queue, ``wait`` seconds delayed."""
+    def hold(
+        self, job: EnqueuedJob[Any], wait: float = 0.0, replacing: EnqueuedJob[Any] | None = None
+    ) -> EnqueuedJob[Any] | None:
+        """``job`` (with an id) is about to be offered to the queue, ``wait`` seconds delayed:
+        ``None``, and it has the id's record; or the job whose record holds the id (waiting,
+        running, or ended and kept), and then ``job`` must not be offered. ``replacing``: the
+        job of a dead letter requeued as ``job``, whose own record does not hold the id."""
         entry = _Entry(job, time.monotonic() + wait if wait > 0 else 0.0)
         with self._lock:
+            self._prune_locked(time.monotonic())
+            live = self._live.get(job.id)
+            if live is not None and live.job is not replacing:
+                return live.job
+            kept = self._ended.get(job.id)
+            if kept is not None and kept[2] is not replacing:
+                return kept[2]
             self._ended.pop(job.id, None)
             self._live[job.id] = entry
         if not job._add_callback(lambda: self._closed(entry)):
             self._closed(entry)
+        return None
 
     def refused(self, job: EnqueuedJob[Any]) -> None:
         """The queue refused ``job``: it never had a life to record."""
@@ -116,7 +209,7 @@ class JobBook:
             if self._live.get(record.id) is not entry:
                 return  # a newer job with the same id holds the record
             del self._live[record.id]
-            self._ended[record.id] = (record, now + self._keep)
+            self._ended[record.id] = (record, now + self._keep, entry.job)
             self._prune_locked(now)
             while len(self._ended) > self._limit:
                 self._ended.popitem(last=False)
