@@ -869,34 +869,7 @@ class RecordConformance(SuiteBase):
         # worker's prefetch would be "running" in storage yet start later, after a cancel that
         # its worker hears of only at the next renewal; so on a queue with records a worker
         # takes jobs only for free slots (unless given a prefetch), and they start at once.
-        name = fresh_name()
-        q = self.records(harness, kind, name)  # LONG_LEASE: no renewal comes during the test
-        admin = _producer(self.records(harness, QueueKind(kind.priority, True), name), kind)
-        release, blocking = threading.Event(), threading.Event()
-        started: list[str] = []
-
-        def job_fn(job: varmq.Job[str]) -> None:
-            started.append(job.data)
-            if job.data == "blocker":
-                blocking.set()
-                release.wait(WAIT)
-
-        worker = varmq.new_worker(job_fn, 1)
-        try:
-            assert _add_job(admin, kind, "blocker", "blocker")
-            assert _add_job(admin, kind, "next", "next")
-            handle = bind(worker, q, kind)
-            assert blocking.wait(WAIT)
-            assert _state(q, "next") == "queued"  # not taken ahead of a free slot
-            assert admin.cancel("next") is True
-            release.set()
-            with pytest.raises(varmq.JobFailedError, match="before it ran"):
-                admin.result_of("next", timeout=WAIT)
-            assert handle.result_of("blocker", timeout=WAIT) is None
-        finally:
-            release.set()
-            worker.stop_and_wait(timeout=WAIT)
-        assert started == ["blocker"]
+        self._cancel_behind_a_blocker(harness, kind, None, "queued")
 
     def test_a_job_in_an_explicit_prefetch_cancelled_meanwhile_never_starts(
         self, harness: StorageHarness, kind: QueueKind
@@ -904,6 +877,14 @@ class RecordConformance(SuiteBase):
         # With prefetch=N a worker takes jobs ahead of a free slot; one that waited asks the
         # storage before it starts, so a cancel through another object, which its worker would
         # hear of only at its next renewal, still keeps it from starting.
+        self._cancel_behind_a_blocker(harness, kind, 4, "running")
+
+    def _cancel_behind_a_blocker(
+        self, harness: StorageHarness, kind: QueueKind, prefetch: int | None, state: str
+    ) -> None:
+        """A worker of concurrency 1 runs a blocking job while a second job is in ``state``
+        (``"queued"``: not taken; ``"running"``: taken ahead); cancelled through another
+        object, the second job never starts."""
         name = fresh_name()
         q = self.records(harness, kind, name)  # LONG_LEASE: no renewal comes during the test
         admin = _producer(self.records(harness, QueueKind(kind.priority, True), name), kind)
@@ -916,20 +897,20 @@ class RecordConformance(SuiteBase):
                 blocking.set()
                 release.wait(WAIT)
 
-        worker = varmq.new_worker(job_fn, 1, prefetch=4)
+        worker = varmq.new_worker(job_fn, 1, prefetch=prefetch)
         try:
             assert _add_job(admin, kind, "blocker", "blocker")
-            assert _add_job(admin, kind, "ahead", "ahead")
+            assert _add_job(admin, kind, "second", "second")
             handle = bind(worker, q, kind)
             assert blocking.wait(WAIT)
             deadline = time.monotonic() + WAIT
-            while _state(q, "ahead") != "running":  # taken ahead into the prefetch
-                assert time.monotonic() < deadline, "the worker did not take ahead"
+            while _state(q, "second") != state:
+                assert time.monotonic() < deadline, f"second job: {_state(q, 'second')}"
                 time.sleep(0.005)
-            assert admin.cancel("ahead") is True
+            assert admin.cancel("second") is True
             release.set()
             with pytest.raises(varmq.JobFailedError, match="before it ran"):
-                admin.result_of("ahead", timeout=WAIT)
+                admin.result_of("second", timeout=WAIT)
             assert handle.result_of("blocker", timeout=WAIT) is None
         finally:
             release.set()
