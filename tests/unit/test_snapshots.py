@@ -381,8 +381,10 @@ def test_saves_while_threads_add_jobs_never_fail_and_each_file_is_a_consistent_c
     queues: dict[str, Any] = {"fifo": fifo, "urgent": urgent}
     added: dict[str, list[str]] = {name: [] for name in queues}
     counts = [dict.fromkeys(queues, 0) for _ in range(3)]  # per producer thread
-    # Jobs with an id not known to be closed yet; only this thread removes from it.
+    # Jobs with an id not known to be closed yet; only this thread removes from it. Copies
+    # are taken under open_lock: copying a dict another thread grows can raise mid-copy.
     open_jobs: dict[tuple[str, str], varmq.EnqueuedJob[Any]] = {}
+    open_lock = threading.Lock()
     stop = threading.Event()
     failures: list[BaseException] = []
 
@@ -404,7 +406,8 @@ def test_saves_while_threads_add_jobs_never_fail_and_each_file_is_a_consistent_c
                         job = queue.add(n, n % 4, job_id=job_id, delay=delay)
                     assert job is not None
                     if job_id is not None:
-                        open_jobs[name, job_id] = job
+                        with open_lock:
+                            open_jobs[name, job_id] = job
                 n += 1
                 if n % 20 == 0:
                     time.sleep(0.0002)  # let the workers keep up
@@ -423,11 +426,15 @@ def test_saves_while_threads_add_jobs_never_fail_and_each_file_is_a_consistent_c
             producer.start()
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline or saves < 10:
-            for key, job in list(open_jobs.items()):
+            with open_lock:
+                tracked = list(open_jobs.items())
+            for key, job in tracked:
                 if job.is_closed():
                     closed_before[key[0]].add(key[1])
-                    del open_jobs[key]
-            keys = list(open_jobs)  # one step: the producers add to it meanwhile
+                    with open_lock:
+                        del open_jobs[key]
+            with open_lock:
+                keys = list(open_jobs)  # one step: the producers add to it meanwhile
             still_open = {name: {key[1] for key in keys if key[0] == name} for name in queues}
             path = tmp_path / f"s{saves % 3}.json"
             varmq.save_queues([fifo, urgent], path)
