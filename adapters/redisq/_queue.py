@@ -577,7 +577,21 @@ class _StoredQueue:
         reply = self._run("job_record", job_id, self._records_limit)
         if reply is FAILED or not reply:
             return None
-        return _record(job_id, bytes(reply[0]), bytes(reply[2]) if int(reply[1]) else None)
+        record = _record(job_id, bytes(reply[0]), bytes(reply[2]) if int(reply[1]) else None)
+        record["progress"] = bytes(reply[4]) if int(reply[3]) else None
+        return record
+
+    def set_progress(self, ack_id: str, progress: Any) -> bool:
+        """Store ``progress`` (bytes, or str as UTF-8) as the progress of the record of the job
+        leased under ``ack_id``, in one script call that changes nothing else (a field of the
+        records hash, see ``queue.lua``). ``False`` (nothing stored) when the lease is unknown,
+        expired or taken over, or the job has no record. The next take of the job clears it;
+        the ended record keeps it. Works after :meth:`close`."""
+        kept = as_bytes(self._subject, progress, "progress")
+        if not isinstance(ack_id, str):
+            return False
+        result = self._run("progress", ack_id, kept)
+        return result is not FAILED and bool(result)
 
     def cancel(self, job_id: str) -> bool:
         """Cancel ``job_id``: a queued or delayed job is removed at once (``"cancelled"``), a

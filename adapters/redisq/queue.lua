@@ -33,7 +33,10 @@ KEYS (strings, built by redisq/_keys.py; <q> stands for "redisq:{<escaped name>}
   KEYS[15] <q>:records     HASH    caller's job id -> its job record (keep_results), the text
                                    "<state> <attempts> <enqueued ms> <started ms|-> <finished
                                    ms|-> <cancel requested 0|1> <keep ms> <ref>", ref being the
-                                   dead key of a "dead" record ("-" otherwise)
+                                   dead key of a "dead" record ("-" otherwise); and
+                                   "\255<caller's job id>" -> the progress bytes of that record
+                                   (set_progress; byte 255 never occurs in UTF-8, so no job id
+                                   is such a field), absent while none was set
   KEYS[16] <q>:outcomes    HASH    caller's job id -> the result bytes (state succeeded) or the
                                    error bytes (failed, dead, cancelled) of an ended record
   KEYS[17] <q>:record_expiry ZSET  caller's job id -> when its ended record is dropped (ms):
@@ -78,7 +81,8 @@ Invariant, kept by every command:
   Records: a record that is not ended (queued, delayed, running) belongs to the stored job that
   dedup names under its caller's job id, and follows it in the same command as every change of
   that job; record_expiry holds exactly the ended records; outcomes holds
-  entries of ended records only. A kept record (ended or not) holds its job id: an enqueue with
+  entries of ended records only. A progress field belongs to a kept record (dropped with it)
+  and holds what the consumer of its current take set: every take deletes it. A kept record (ended or not) holds its job id: an enqueue with
   that id stores nothing. An ended record past its expiry counts as gone: every command that
   reads it drops it first, and every take and every end drops up to 100 expired ones, then
   the oldest ends beyond the limit (keep_results_limit) of the object that ended one.
@@ -166,7 +170,14 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
                                                            the limit
   job_record ARGV[3] caller's job id, ARGV[4] records limit (n)
                                                         -> {} none, or {record text (KEYS[15]),
-                                                           1 | 0 has an outcome, outcome}
+                                                           1 | 0 has an outcome, outcome,
+                                                           1 | 0 has progress, progress}
+  progress ARGV[3] lease token, ARGV[4] progress (bytes)
+                                                        -> 1 stored as the progress of the
+                                                           record of the job leased under the
+                                                           token (nothing else changes), 0
+                                                           unknown or expired lease, or the
+                                                           job has no record
   cancel   ARGV[3] caller's job id, ARGV[4] records limit (n)
                                                         -> 1 removed (queued, delayed: ended
                                                            "cancelled") or flagged (running),
@@ -301,6 +312,8 @@ local K_RECORDS, K_OUTCOMES, K_REC_EXPIRY = KEYS[15], KEYS[16], KEYS[17]
 local PRUNE_PER_CALL = 100
 -- Ended records kept: set from its ARGV by every command that can end a record.
 local records_limit = 10000
+-- The field of K_RECORDS that holds the progress of the record of job id j is PROGRESS .. j.
+local PROGRESS = '\255'
 local ENDED = {succeeded = true, failed = true, dead = true, cancelled = true}
 
 -- A new job id for a job that becomes available at `available` (integer ms).
@@ -381,7 +394,7 @@ local function record_set(job_id, r)
 end
 
 local function record_drop(job_id)
-  redis.call('HDEL', K_RECORDS, job_id)
+  redis.call('HDEL', K_RECORDS, job_id, PROGRESS .. job_id)
   redis.call('HDEL', K_OUTCOMES, job_id)
   redis.call('ZREM', K_REC_EXPIRY, job_id)
 end
@@ -488,6 +501,9 @@ local function record_mark(id, state, attempts, started)
     r.started = int(started)
   end
   record_set(job_id, r)
+  if state == 'running' then
+    redis.call('HDEL', K_RECORDS, PROGRESS .. job_id) -- a take starts without progress
+  end
 end
 
 -- Stored job `id` leaves the queue for good in `state` (with `outcome`): its record ends, then
@@ -550,7 +566,7 @@ local function records_running(ids, attempts, now)
   end
   local texts = hmget(K_RECORDS, named)
   local started = int(now)
-  local fields = {}
+  local fields, progress = {}, {}
   for i = 1, #named do
     local text = texts[i]
     if text then
@@ -559,11 +575,13 @@ local function records_running(ids, attempts, now)
         fields[#fields + 1] = named[i]
         fields[#fields + 1] = 'running ' .. int(counts[i]) .. ' ' .. enq .. ' ' .. started
           .. ' ' .. rest
+        progress[#progress + 1] = PROGRESS .. named[i]
       end
     end
   end
   if #fields > 0 then
     call_many('HSET', K_RECORDS, fields, 2)
+    call_many('HDEL', K_RECORDS, progress, 1) -- a take starts without progress
   end
 end
 
@@ -1113,6 +1131,7 @@ elseif command == 'requeue_dead' then
           -- Its own record: queued again, with no attempt and no outcome.
           link(job_id, id)
           redis.call('HDEL', K_OUTCOMES, job_id)
+          redis.call('HDEL', K_RECORDS, PROGRESS .. job_id)
           redis.call('ZREM', K_REC_EXPIRY, job_id)
           record_new(job_id, 'queued', now, r.keep)
         elseif not r and not is_stored(job_id) then
@@ -1200,7 +1219,23 @@ elseif command == 'job_record' then
     return {}
   end
   local outcome = redis.call('HGET', K_OUTCOMES, job_id)
-  return {redis.call('HGET', K_RECORDS, job_id), outcome and 1 or 0, outcome or ''}
+  local progress = redis.call('HGET', K_RECORDS, PROGRESS .. job_id)
+  return {redis.call('HGET', K_RECORDS, job_id), outcome and 1 or 0, outcome or '',
+    progress and 1 or 0, progress or ''}
+
+elseif command == 'progress' then
+  local now = now_ms()
+  local token = ARGV[3]
+  local deadline = redis.call('ZSCORE', K_DEADLINES, token)
+  if not deadline or tonumber(deadline) <= now then
+    return 0 -- fenced, like ack: the lease is unknown or ran out
+  end
+  local job_id, r = record_of(redis.call('HGET', K_LEASED, token))
+  if not r then
+    return 0 -- no record to keep it in
+  end
+  redis.call('HSET', K_RECORDS, PROGRESS .. job_id, ARGV[4])
+  return 1
 
 elseif command == 'cancel' then
   local now = now_ms()

@@ -65,11 +65,11 @@ class DeadLetterShelf:
                 cancelled = conn.execute(_sql.SETTLE_CANCELLED, params).fetchall()
                 self._records.end_rows(conn, now, cancelled, "cancelled")
                 return bool(cancelled)
-            priority, data, job_id, attempts, started_at, keep_ms, enqueued_at = row
+            priority, data, job_id, attempts, started_at, keep_ms, enqueued_at, progress = row
             letter = {"priority": priority, "data": data, "job_id": job_id, "attempts": attempts}
             conn.execute(_sql.ADD_DEAD_LETTER, {**params, **letter, "error": text})
             self._prune_dead(conn, now)
-            settled = (job_id, attempts, started_at, 0, keep_ms, enqueued_at)
+            settled = (job_id, attempts, started_at, 0, keep_ms, enqueued_at, progress)
             self._records.end(conn, now, [("dead", None, detail, settled)])
             return True
 

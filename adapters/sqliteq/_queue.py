@@ -472,6 +472,27 @@ class StoredQueue:
 
         return self._db.write("extend_lease", body, "lost")
 
+    def set_progress(self, ack_id: str, progress: Any) -> bool:
+        """Store ``progress`` (bytes, or str as UTF-8) as the progress of the record of the job
+        leased under ``ack_id``, in one transaction that changes nothing else of the job.
+        ``False`` (nothing stored) when the lease is unknown, expired or taken over, or the job
+        has no record. The next take of the job clears it; the settle that ends the job keeps
+        it in the ended record. Works after ``close()``."""
+        kept = as_bytes(self._subject, progress, "progress")
+        if not isinstance(ack_id, str):
+            return False
+
+        def body(conn: sqlite3.Connection, now: int) -> bool:
+            params = {
+                "token": ack_id,
+                "queue": self._name,
+                **self._db.times(now),
+                "progress": kept,
+            }
+            return conn.execute(_sql.SET_PROGRESS, params).rowcount == 1
+
+        return self._db.write("set_progress", body, False)
+
     # --- job records (sqliteq._records) -------------------------------------------------------
 
     @property

@@ -1,4 +1,5 @@
-"""Job records of a queue (schema version 6): what became of each job added with an id.
+"""Job records of a queue (schema version 6; progress: 7): what became of each job added with an
+id.
 
 :class:`RecordStore` is the record keeper a queue object is made with (and its dead-letter
 shelf, :class:`~sqliteq._dead.DeadLetterShelf`, too). A queue object opened with
@@ -18,6 +19,10 @@ past its time is not read, and is dropped by a later end (an object drops those 
 second, with the ends it writes then).
 Reads run on the read connection (one statement, one snapshot), so a file opened
 ``read_only=True`` reads records too.
+
+The progress a running job sets (``set_progress`` of the queue object, fenced by its lease) is a
+column of its row, cleared by every take, and goes into its ended record with the settle that
+ends it.
 """
 
 from __future__ import annotations
@@ -40,7 +45,8 @@ AGE_PRUNE_EVERY_MS = 1000
 """How often (adapter clock, ms) an object's ends also drop the records whose time is up."""
 
 # One job leaving the queue: (state, result, error) and the row the statements ending with
-# _sql._SETTLED return: (job_id, attempts, started_at, cancel, keep_ms, enqueued_at).
+# _sql._SETTLED return: (job_id, attempts, started_at, cancel, keep_ms, enqueued_at, progress);
+# a row without the seventh (a take for good) has no progress.
 Outcome = tuple[str, bytes | None, bytes | None, Sequence[Any]]
 
 
@@ -92,10 +98,13 @@ class RecordStore:
         results: list[tuple[Any, ...]] = []
         plain: list[tuple[Any, ...]] = []
         errors: list[tuple[Any, ...]] = []
+        progress: list[tuple[Any, ...]] = []
         for state, outcome, error, row in recorded:
             job_id, attempts, started_at, cancel, keep_ms, enqueued_at = row[:6]
             common = (name, job_id, keep_ms, enqueued_at, attempts, started_at, now, seq, cancel)
             seq += 1
+            if len(row) > 6 and row[6] is not None:
+                progress.append((name, job_id, row[6]))
             if state != "succeeded":
                 if state == "failed" and cancel:
                     state = "cancelled"
@@ -108,6 +117,7 @@ class RecordStore:
             (_sql.ADD_RESULT_RECORD, results),
             (_sql.ADD_SUCCEEDED_RECORD, plain),
             (_sql.ADD_ERROR_RECORD, errors),
+            (_sql.SET_RECORD_PROGRESS, progress),  # after the records it sets
         ):
             if rows:
                 conn.executemany(statement, rows)
@@ -157,12 +167,13 @@ class RecordStore:
         if row is None:
             return None, False
         _, state, enqueued_at, attempts, started_at, finished_at, expires_at, cancel = row[:8]
-        result, error, _, job_state, available_at, lease_until = row[8:]
+        result, error, _, job_state, available_at, lease_until, progress = row[8:]
         if state != "live":
             if expires_at <= now:
                 return None, False  # its time is up: dropped by the next end
             times = (enqueued_at, started_at, finished_at)
-            return _record(job_id, state, attempts, times, cancel, result, error), False
+            outcome = (result, error, progress)
+            return _record(job_id, state, attempts, times, cancel, outcome), False
         pending = False
         finished = None
         if job_state == "ready":
@@ -176,7 +187,7 @@ class RecordStore:
         else:
             live = "queued"  # its lease ran out: the next take hands it out again
         times = (enqueued_at, started_at, finished)
-        return _record(job_id, live, attempts, times, cancel, None, None), pending
+        return _record(job_id, live, attempts, times, cancel, (None, None, progress)), pending
 
     # --- cancelling -------------------------------------------------------------------------------
 
@@ -232,11 +243,12 @@ def _record(
     attempts: int,
     times: tuple[int, int | None, int | None],
     cancel_requested: int,
-    result: Any,
-    error: Any,
+    outcome: tuple[Any, Any, Any],
 ) -> StoredJobRecord:
-    """A record as ``job_record`` gives it; ``times`` are enqueued, started and finished (ms)."""
+    """A record as ``job_record`` gives it; ``times`` are enqueued, started and finished (ms),
+    ``outcome`` the result, error and progress bytes (or ``None``)."""
     enqueued_at, started_at, finished_at = times
+    result, error, progress = outcome
     return {
         "id": job_id,
         "state": state,
@@ -247,4 +259,5 @@ def _record(
         "started_at": _seconds(started_at),
         "finished_at": _seconds(finished_at),
         "cancel_requested": bool(cancel_requested),
+        "progress": _blob(progress),
     }

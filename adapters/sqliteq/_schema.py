@@ -5,7 +5,7 @@ A file carries its schema version in ``PRAGMA user_version`` and its kind in
 ``PRAGMA application_id``; opening a file (:mod:`sqliteq._open`) brings an older version up
 to :data:`SCHEMA_VERSION` with :data:`MIGRATIONS`, one transaction per version. No I/O here.
 
-Layout (schema version 6)
+Layout (schema version 7)
     ``queues``  one row per queue name: its kind (``fifo`` or ``priority``); ``enqueued``, a
                 counter bumped in every enqueue transaction (the watcher thread compares it to
                 tell subscribers that a job was added); ``done``, how many completed jobs of
@@ -40,6 +40,9 @@ Layout (schema version 6)
                 requested while it ran. ``queues.ended`` is bumped at every end and
                 ``ended_seq`` numbers the ends in order: the watcher reads the ends after the
                 last it told, and ``keep_results_limit`` keeps the records of the last ends.
+                ``progress`` (version 7, on ``jobs`` and ``job_records``): the bytes of the
+                last ``set_progress`` of the job's current take (every take clears it), carried
+                into its ended record by the settle that ends it.
     ``queue_settings`` (no version: created by the first ``new_*`` opener that finds it
                 missing, see CREATE_QUEUE_SETTINGS) one row per queue whose settings were
                 stored: the defining options of its first opener, as JSON
@@ -280,6 +283,11 @@ _CREATE_JOBS_LINE_V6 = """
 CREATE INDEX jobs_line ON jobs (queue, priority, available_at, id, state, lease_until, cancel)
 WHERE state IN ('ready', 'leased')"""
 
+# Version 7: the progress of running jobs (IJobProgress), in the job's row while it is stored and
+# in its ended record after. NULL in every row a previous version wrote: no progress.
+_ADD_JOBS_PROGRESS = "ALTER TABLE jobs ADD COLUMN progress BLOB"
+_ADD_JOB_RECORDS_PROGRESS = "ALTER TABLE job_records ADD COLUMN progress BLOB"
+
 # Applied in order; entry i brings a file from user_version i to i + 1, in one transaction.
 # Earlier entries stay exactly as that version wrote them: a new file runs them all.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -319,6 +327,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _DROP_JOBS_LINE,
         _CREATE_JOBS_LINE_V6,
     ),
+    (_ADD_JOBS_PROGRESS, _ADD_JOB_RECORDS_PROGRESS),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -113,6 +113,8 @@ __all__ = [
     "READ_RECORD",
     "SETTLE_CANCELLED",
     "SETTLE_FAILED",
+    "SET_PROGRESS",
+    "SET_RECORD_PROGRESS",
     "SWEEP_CANCELLED",
     "TAKE_DEAD_RECORD",
 ]
@@ -256,7 +258,8 @@ AND (state = 'ready' OR (lease_until <= :lease_now AND cancel = 0))"""
 # What a read counts as waiting without promoting: due delayed jobs (jobs_delayed, a range).
 _DUE_DELAYED = "queue = :queue AND state = 'delayed' AND available_at <= :now"
 
-# jobs_line, walked in take order: up to :n takeable jobs get a fresh lease token.
+# jobs_line, walked in take order: up to :n takeable jobs get a fresh lease token. A take
+# starts without progress (version 7).
 # RETURNING order is unspecified; the caller sorts by (priority, available_at, id).
 CLAIM = f"""
 UPDATE jobs
@@ -264,7 +267,8 @@ SET state = 'leased',
     lease_token = lower(hex(randomblob(16))),
     lease_until = :lease_now + :lease_ms,
     attempts = attempts + 1,
-    started_at = :now
+    started_at = :now,
+    progress = NULL
 WHERE id IN (
     SELECT id FROM jobs WHERE {_TAKEABLE} ORDER BY priority, available_at, id LIMIT :n
 )
@@ -288,8 +292,8 @@ RETURNING data, job_id, attempts, keep_ms, enqueued_at"""
 _LIVE_LEASE = """
 lease_token = :token AND queue = :queue AND state = 'leased' AND lease_until > :lease_now"""
 
-# What a settle that ends a job returns, for its record (version 6).
-_SETTLED = "RETURNING job_id, attempts, started_at, cancel, keep_ms, enqueued_at"
+# What a settle that ends a job returns, for its record (version 6; progress: version 7).
+_SETTLED = "RETURNING job_id, attempts, started_at, cancel, keep_ms, enqueued_at, progress"
 
 # jobs_lease: a job that failed for good (``fail``) leaves the queue.
 SETTLE_FAILED = f"DELETE FROM jobs WHERE {_LIVE_LEASE} {_SETTLED}"
@@ -313,7 +317,7 @@ ACK_CHUNK = 32
 _ACK_LEASES = """
 DELETE FROM jobs
 WHERE lease_token IN ({tokens}) AND queue = ?1 AND state = 'leased' AND lease_until > ?2
-RETURNING lease_token, job_id, attempts, started_at, cancel, keep_ms, enqueued_at"""
+RETURNING lease_token, job_id, attempts, started_at, cancel, keep_ms, enqueued_at, progress"""
 
 
 @functools.cache
@@ -333,6 +337,11 @@ def padded_size(count: int) -> int:
 EXTEND_LEASE = f"""
 UPDATE jobs SET lease_until = :lease_now + :lease_ms WHERE {_LIVE_LEASE} RETURNING cancel"""
 
+# jobs_lease (version 7): the progress of a job with a record (keep_ms set), under its live
+# lease; nothing else of the row changes. rowcount 0: lease lost, or no record.
+SET_PROGRESS = f"""
+UPDATE jobs SET progress = :progress WHERE {_LIVE_LEASE} AND keep_ms IS NOT NULL"""
+
 # jobs_lease: a lease given back (nack, release, dead letter) whose cancel was requested ends
 # the job instead (version 6); RELEASE, NACK and DEAD_LETTER leave such a row alone.
 SETTLE_CANCELLED = f"DELETE FROM jobs WHERE {_LIVE_LEASE} AND cancel = 1 {_SETTLED}"
@@ -342,7 +351,7 @@ SETTLE_CANCELLED = f"DELETE FROM jobs WHERE {_LIVE_LEASE} AND cancel = 1 {_SETTL
 SWEEP_CANCELLED = """
 DELETE FROM jobs WHERE queue = :queue AND cancel = 1 AND lease_until <= :lease_now
 AND state = 'leased'
-RETURNING job_id, attempts, started_at, cancel, keep_ms, enqueued_at"""
+RETURNING job_id, attempts, started_at, cancel, keep_ms, enqueued_at, progress"""
 
 # jobs_lease. The job goes back to the place it had (priority, available_at and id unchanged,
 # as when its lease expires), ready now, and this delivery is not counted. Only the current,
@@ -445,7 +454,7 @@ FROM (
 # jobs_lease: the leased job leaves the queue; the caller shelves what it returns.
 DEAD_LETTER = f"""
 DELETE FROM jobs WHERE {_LIVE_LEASE} AND cancel = 0
-RETURNING priority, data, job_id, attempts, started_at, keep_ms, enqueued_at"""
+RETURNING priority, data, job_id, attempts, started_at, keep_ms, enqueued_at, progress"""
 
 # No index read: a plain insert.
 ADD_DEAD_LETTER = """
@@ -529,20 +538,20 @@ TOPIC_BINDINGS = "SELECT pattern, queue FROM topic_bindings ORDER BY pattern, qu
 # A copy of a publish: ENQUEUE, or ENQUEUE_DEDUP when the copy has a job id (REGISTER_QUEUE
 # first makes a queue never opened a FIFO queue; BUMP_ENQUEUED announces a stored copy).
 
-# --- job records (schema version 6) -------------------------------------------------------------
+# --- job records (schema version 6; progress: version 7) --------------------------------------
 
 # jobs_dedup for a stored job with a record (keep_ms set), the job_records primary key for an
 # ended record: one statement, so one snapshot of both; the stored job first. Columns: rank, state,
 # enqueued_at, attempts, started_at, finished_at, expires_at, cancel, result, error, then the
-# job's row id, state, available_at and lease_until (NULL for an ended record).
+# job's row id, state, available_at and lease_until (NULL for an ended record), then progress.
 READ_RECORD = """
 SELECT 0, 'live', enqueued_at, attempts, started_at, NULL, NULL, cancel, NULL, NULL,
-       id, state, available_at, lease_until
+       id, state, available_at, lease_until, progress
 FROM jobs
 WHERE queue = :queue AND job_id = :job_id AND state <> 'done' AND keep_ms IS NOT NULL
 UNION ALL
 SELECT 1, state, enqueued_at, attempts, started_at, finished_at, expires_at, cancel_requested,
-       result, error, NULL, NULL, NULL, NULL
+       result, error, NULL, NULL, NULL, NULL, progress
 FROM job_records WHERE queue = :queue AND job_id = :job_id
 ORDER BY 1"""
 
@@ -567,6 +576,11 @@ ADD_RESULT_RECORD = _ADD_RECORD.format(outcome="'succeeded', ?10, NULL")
 ADD_SUCCEEDED_RECORD = _ADD_RECORD.format(outcome="'succeeded', NULL, NULL")
 # Failed, dead or cancelled (?11), with its error or None (?10).
 ADD_ERROR_RECORD = _ADD_RECORD.format(outcome="?11, NULL, ?10")
+
+# The job_records primary key (version 7): the last progress of an ended job, written after its
+# record by the transaction that ended it, for the few ends that have one (so that the others
+# bind no None: see _ADD_RECORD). Bound by number: ?1 queue, ?2 job_id, ?3 progress.
+SET_RECORD_PROGRESS = "UPDATE job_records SET progress = ?3 WHERE queue = ?1 AND job_id = ?2"
 
 # The job_records primary key: a requeued dead letter takes its own kept "dead" record back (the
 # record is its job's row again, with the record's keep_ms).

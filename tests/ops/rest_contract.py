@@ -544,6 +544,32 @@ class RestContract:
             handle.result_of("r-1", 10)
         gate.open()
 
+    def test_a_running_job_shows_its_progress_and_its_end_keeps_it(
+        self, api: Any, workers: list[Any]
+    ) -> None:
+        said, release = threading.Event(), threading.Event()
+
+        def work(job: varmq.Job[Any]) -> None:
+            job.set_progress(0.25, "a quarter")
+            said.set()
+            assert release.wait(10), "never released"
+
+        worker = self.new_worker(workers, work, 1)
+        handle = worker.bind_queue(name="reports", keep_results=60)
+        handle.add("x", job_id="p-1")
+        assert said.wait(10)
+        base = api(workers={worker.name: worker})
+        running = http("GET", base + "/queues/reports/jobs/p-1").json()
+        assert running["state"] == "running"
+        assert running["progress"] == {"fraction": 0.25, "message": "a quarter"}
+        release.set()
+        assert handle.result_of("p-1", 10) is None
+        ended = http("GET", base + "/queues/reports/jobs/p-1").json()
+        assert (ended["state"], ended["progress"]) == (
+            "succeeded",
+            {"fraction": 0.25, "message": "a quarter"},
+        )
+
     def test_a_finished_in_memory_job_shows_its_result(self, api: Any, workers: list[Any]) -> None:
         worker = varmq.new_result_worker(lambda job: job.data * 2, 1, name=_name())
         workers.append(worker)

@@ -91,6 +91,18 @@ def test_a_failed_job_shows_its_error_and_traceback(storage: MemoryStorage) -> N
     assert "Traceback (most recent call last)" in out
 
 
+def test_a_job_that_set_progress_shows_it(storage: MemoryStorage) -> None:
+    def report(job: varmq.Job[Any]) -> None:
+        varmq.current_job().set_progress(0.4, "rows 40 of 100")
+
+    _finished(storage, report, "o-3")
+    code, out, _ = _job("mem://x", "orders", "o-3")
+    lines = dict(line.split(None, 1) for line in out.splitlines())
+    assert (code, lines["progress:"]) == (0, "40% rows 40 of 100")
+    code, out, _ = _job("mem://x", "orders", "o-3", "--json")
+    assert json.loads(out)["progress"] == {"fraction": 0.4, "message": "rows 40 of 100"}
+
+
 def test_an_unknown_job_exits_1_and_an_unknown_queue_2(storage: MemoryStorage) -> None:
     storage.new_queue("orders", keep_results=60)
     code, out, err = _job("mem://x", "orders", "nope")

@@ -42,7 +42,8 @@ Which methods the worker calls
       result worker finishes with ``acknowledge_with_results``, every worker ends a failure that
       is final with ``fail`` and buries with ``dead_letter_with_error``, and renews with
       ``extend_lease_or_cancel``; handles read ``job_record``, call ``cancel`` and wait through
-      ``subscribe_records`` (:class:`IRecordSubscribable`) when the storage offers it.
+      ``subscribe_records`` (:class:`IRecordSubscribable`) when the storage offers it; a
+      running job's ``set_progress`` goes to ``set_progress`` (:class:`IJobProgress`).
 
 Delays and the order of the line
     Jobs are handed out by priority (lower first), then by the time they became available,
@@ -141,6 +142,23 @@ Job records
     no outcome, but ``job_record`` and ``cancel`` answer from the records the queue keeps
     whatever the object's own ``keep_results`` (so an operator's tool reads them without
     knowing the option): ``None`` and ``False`` where there is none.
+
+Job progress
+    A queue that keeps job records may also keep the *progress* of running jobs
+    (:class:`IJobProgress`): ``set_progress(ack_id, progress)`` stores ``progress`` (opaque
+    bytes, written by the worker: the JSON ``{"fraction": <0..1>, "message": <str|null>}``)
+    as the ``progress`` of the record of the job leased under ``ack_id``, and ``job_record``
+    returns it (``None`` when none was set). It is fenced like ``acknowledge``: ``False`` and
+    nothing stored when the lease is unknown, expired or taken over, so a consumer whose job
+    was handed to another cannot overwrite the new run's progress. A job without a record
+    (added without an id, or through an object without records) stores nothing either:
+    ``False`` too, so the worker writes no more for that lease. ``True``: stored. A progress
+    write changes nothing else: not the record's state, attempts, times or outcome, not the
+    lease. Every take of a job (a retry, a redelivery after its lease expired) clears its
+    progress in the same atomic step, so a new attempt starts with none; the settle that ends
+    a job keeps its last progress in the ended record, which keeps it as long as it is kept.
+    Works after ``close()``, like ``acknowledge``. The worker writes at most four times a
+    second per job.
 
 Stats
     ``stats()`` returns a :class:`QueueStats` in one cheap call: ``waiting`` (what ``len()``
@@ -295,6 +313,7 @@ __all__ = [
     "IDelayedEnqueue",
     "IDistributedPriorityQueue",
     "IDistributedQueue",
+    "IJobProgress",
     "IJobRecords",
     "ILeaseExtendable",
     "ILiveSubscription",
@@ -399,8 +418,8 @@ class DeadLetterRecord(TypedDict):
     """When it died, in Unix seconds."""
 
 
-class StoredJobRecord(TypedDict):
-    """What :meth:`IJobRecords.job_record` returns: one job as its storage remembers it."""
+class _RecordFields(TypedDict):
+    """The fields every :class:`StoredJobRecord` has (documented there)."""
 
     id: str
     """The job id it was added with."""
@@ -420,6 +439,20 @@ class StoredJobRecord(TypedDict):
     """When it ended, in Unix seconds; ``None`` until it is in an ended state."""
     cancel_requested: bool
     """Whether ``cancel`` flagged it while it ran."""
+
+
+class StoredJobRecord(_RecordFields, total=False):
+    """What :meth:`IJobRecords.job_record` returns: one job as its storage remembers it.
+
+    ``id``, ``state``, ``attempts``, ``result``, ``error``, ``enqueued_at``, ``started_at``,
+    ``finished_at`` and ``cancel_requested`` are always there; ``progress`` is returned by every
+    storage that keeps progress (:class:`IJobProgress`), and may be missing from one that does
+    not (read it with ``.get``).
+    """
+
+    progress: bytes | None
+    """The bytes of the last ``set_progress`` of its last take (:class:`IJobProgress`); ``None``
+    when none was set since."""
 
 
 @runtime_checkable
@@ -784,6 +817,19 @@ class IJobRecords(Protocol):
         ``"cancel"`` (extended, and a cancel was requested: stop the job and ``fail`` it) or
         ``"lost"`` (as ``extend_lease`` returning ``False``). Raises when the storage cannot
         answer, like ``extend_lease``."""
+
+
+@runtime_checkable
+class IJobProgress(Protocol):
+    """Progress of running jobs, kept in their records (see "Job progress" above). Implemented
+    by queues that implement :class:`IJobRecords`."""
+
+    def set_progress(self, ack_id: str, progress: Any) -> bool:
+        """Store ``progress`` (bytes; ``bytearray``, ``memoryview`` or ``str`` as for outcomes,
+        else ``TypeError``) as the progress of the record of the job leased under ``ack_id``,
+        changing nothing else. ``True``: stored; ``False``: nothing stored, the lease is
+        unknown, expired or taken over, or the job has no record. Works after ``close()``."""
+        ...
 
 
 @runtime_checkable

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..model.errors import JobCancelledError, JobTimeoutError
-from ..model.jobs import Job
+from ..model.jobs import CURRENT_JOB, Job
 from ..model.loops import LOOP_IDENTS, LOOP_THREAD
 from ..model.retry import Outcome
 from ..model.states import State
@@ -187,6 +187,9 @@ class AsyncRunner:
         timed_out = cancelled = False
         ran = True
         started = dispatch.run_started(source, job)
+        # varmq.current_job(): this task's own context (a copy made when it was created), so
+        # the job's function, and the task _run_within makes for it, see this job only.
+        current = CURRENT_JOB.set(job)
         try:
             if timeout is None and not source.cancellable:
                 value = await self._fn(job)
@@ -199,6 +202,7 @@ class AsyncRunner:
                 error = JobCancelledError(job.id, running=ran)
         except BaseException as exc:
             value, error = None, exc
+        CURRENT_JOB.reset(current)
         if started:
             dispatch.run_ended(source, job, started)
         try:

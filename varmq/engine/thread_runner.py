@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..model.jobs import Job
+from ..model.jobs import CURRENT_JOB, Job
 from ..model.loops import LOOP_THREAD
 from ..model.retry import Outcome
 from ..model.states import State
@@ -200,11 +200,13 @@ class ThreadRunner:
             return None
         dispatch = self._dispatch
         started = dispatch.run_started(source, job) if dispatch.metrics.observing else 0.0
+        current = CURRENT_JOB.set(job)  # varmq.current_job(); ~0.1 us with its reset
         try:
             value = self._fn(job)
             error = None
         except BaseException as exc:
             value, error = None, exc
+        CURRENT_JOB.reset(current)
         if started:
             dispatch.run_ended(source, job, started)
         if watch is not None:

@@ -5,12 +5,17 @@ the very object ``add`` returned (an :class:`EnqueuedJob` or one of its subclass
 object tracks a job from ``add`` to its outcome. Its status changes under the job's own lock,
 which is what makes cancelling a job while the worker takes it safe: exactly one of the two
 wins.
+
+While a job function runs, :func:`current_job` returns its job (the runners set
+:data:`CURRENT_JOB` around the call), and ``job.set_progress`` stores how far it got where its
+queue keeps records (:mod:`varmq.model.progress`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
@@ -20,11 +25,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .errors import JobAlreadyClosedError, JobCancelledError, JobProcessingError
 from .loops import LOOP_IDENTS, on_a_loop, resolve
+from .progress import NOWHERE, ProgressWriter, check_progress, writer_of
 
 if TYPE_CHECKING:
     from .groups import Group
 
 __all__ = [
+    "CURRENT_JOB",
     "EnqueuedErrJob",
     "FailedJob",
     "EnqueuedJob",
@@ -34,6 +41,7 @@ __all__ = [
     "TopicJob",
     "as_handle",
     "cancel_waiting",
+    "current_job",
 ]
 
 T = TypeVar("T")
@@ -68,6 +76,21 @@ class _Extra:
         self.timeout: float | None = None
         #: None until someone asks for ``cancelled``; then its Event; True if set before that.
         self.halt: threading.Event | bool | None = None
+
+
+class _ProgressExtra(_Extra):
+    """:class:`_Extra` of a job that set progress: also where its progress goes. A job's
+    ``_extra`` becomes one at its first ``set_progress`` (the others never pay for the field)."""
+
+    __slots__ = ("progress",)
+
+    def __init__(self, extra: _Extra | None) -> None:
+        super().__init__()
+        if extra is not None:
+            self.timeout, self.halt = extra.timeout, extra.halt
+        #: The job's writer (varmq.model.progress), NOWHERE while it runs from a queue that
+        #: keeps no progress; None until it was looked for while the job ran.
+        self.progress: ProgressWriter | None = None
 
 
 class Job(Generic[T]):
@@ -115,6 +138,44 @@ class Job(Generic[T]):
                 extra.halt = event = made
         return event
 
+    def set_progress(self, fraction: float, message: str | None = None) -> None:
+        """Say how far the job got: ``fraction`` from 0 to 1 (``0.25``: a quarter done) and an
+        optional ``message`` (cut to 1 KiB), read by any process as the ``progress`` of the job's
+        record (``handle.job(job_id).progress``, a :class:`~varmq.JobProgress`).
+
+        Call it while the job runs, from its function (``varmq.current_job().set_progress(...)``
+        reaches the job from code that was not handed it), as often as you like: at most four
+        values a second go to the storage, and the last one set always gets there within a
+        second, and before the job's end is stored. Only queues that keep job records keep
+        progress (``keep_results``; a job added with an id); elsewhere, and on a job that is not
+        running, it does nothing. A storage that fails to store it never fails the job: a
+        warning is logged. Raises ``TypeError`` for a ``fraction`` that is not a real number
+        (a ``bool`` included) or a ``message`` that is not a ``str`` or ``None``, and
+        ``ValueError`` for a fraction out of range or NaN.
+        """
+        fraction, message = check_progress(fraction, message)
+        extra = self._extra
+        writer = extra.progress if type(extra) is _ProgressExtra else None
+        if writer is None:
+            writer = writer_of(self)
+            if writer is None:
+                if CURRENT_JOB.get(None) is self:
+                    # Running from a queue that keeps no progress: never look again.
+                    self._progress_extra().progress = NOWHERE
+                return  # not running (yet): look again at the next call
+            self._progress_extra().progress = writer
+        writer.set(fraction, message)
+
+    def _progress_extra(self) -> _ProgressExtra:
+        """The job's ``_extra``, made a :class:`_ProgressExtra` (under the lock that guards the
+        ``halt`` it carries over)."""
+        with _CANCEL_LOCK:
+            extra = self._extra
+            if type(extra) is not _ProgressExtra:
+                extra = _ProgressExtra(extra)
+                self._extra = extra
+        return extra
+
     def _request_cancel(self) -> None:
         """Ask the job to stop (sets :attr:`cancelled`)."""
         with _CANCEL_LOCK:
@@ -147,6 +208,25 @@ class Job(Generic[T]):
 
     def _complete(self, value: Any, error: BaseException | None) -> None:
         """Record the outcome of the last run; a plain job has nobody waiting for it."""
+
+
+#: The job whose function runs in this context: set by the runners (varmq.engine.thread_runner,
+#: varmq.engine.async_runner, in the job's own task) for the time of the call.
+CURRENT_JOB: contextvars.ContextVar[Job[Any]] = contextvars.ContextVar("varmq.current_job")
+
+
+def current_job() -> Job[Any]:
+    """The :class:`Job` whose function is running: call it from a job function (or code it
+    calls, in its thread or task) to reach the job it was not handed, e.g. to
+    ``set_progress``. Threads the function starts do not see it unless run in a copy of its
+    context (``contextvars.copy_context().run``). Raises ``RuntimeError`` anywhere else."""
+    try:
+        return CURRENT_JOB.get()
+    except LookupError:
+        raise RuntimeError(
+            "varmq: current_job() was called outside a running job; call it from a job "
+            "function (or code it calls, in its own thread or task) while it runs"
+        ) from None
 
 
 def as_handle(item: object) -> EnqueuedJob[Any] | None:

@@ -1,11 +1,12 @@
-"""Job records as values: :class:`JobRecord` and :class:`JobError`, and outcomes as the bytes a
-storage keeps.
+"""Job records as values: :class:`JobRecord`, :class:`JobError` and :class:`JobProgress`, and
+outcomes and progress as the bytes a storage keeps.
 
 A queue that keeps records (a storage queue opened with ``keep_results``, see
 :class:`~varmq.contract.protocols.IJobRecords`; or an in-memory queue bound with
 ``keep_results``) remembers every job added with an id: its state, attempts, times and outcome.
 Outcomes are JSON (:func:`encode_result`, :func:`encode_error`): a result or an error is never
-pickled, so reading a record can never run code. No I/O here; following a job by id from any
+pickled, so reading a record can never run code. So is the progress a running job gives
+(:func:`encode_progress`). No I/O here; following a job by id from any
 process is :mod:`varmq.api.records`.
 """
 
@@ -22,9 +23,12 @@ from .errors import JobFailedError
 
 __all__ = [
     "JobError",
+    "JobProgress",
     "JobRecord",
+    "decode_progress",
     "decode_record",
     "encode_error",
+    "encode_progress",
     "encode_result",
     "error_of",
 ]
@@ -44,6 +48,15 @@ class JobError:
 
 
 @dataclass(frozen=True)
+class JobProgress:
+    """How far a job said it got (``job.set_progress``): ``fraction`` from 0.0 to 1.0 and the
+    ``message`` given with it (``None`` without one)."""
+
+    fraction: float
+    message: str | None = None
+
+
+@dataclass(frozen=True)
 class JobRecord:
     """One job as its queue remembers it (``handle.job(job_id)``), at the time it was read.
 
@@ -53,7 +66,9 @@ class JobRecord:
     result workers; ``None`` otherwise), ``error`` what it raised (:class:`JobError`, for
     ``"failed"``, ``"dead"``, and ``"cancelled"`` while it ran). The times are Unix seconds
     (the storage's clock: the server's for Redis); ``None`` until they happened.
-    ``cancel_requested`` is ``True`` once ``cancel`` flagged it while it ran.
+    ``cancel_requested`` is ``True`` once ``cancel`` flagged it while it ran. ``progress`` is
+    the last :class:`JobProgress` its function set in its latest run (``None`` when it set
+    none); a new run (a retry, a redelivery) starts without one.
     """
 
     id: str
@@ -65,6 +80,7 @@ class JobRecord:
     started_at: float | None = None
     finished_at: float | None = None
     cancel_requested: bool = False
+    progress: JobProgress | None = None
 
     @property
     def ended(self) -> bool:
@@ -162,6 +178,30 @@ def _decode_result(raw: bytes | None) -> Any:
         return bytes(raw)
 
 
+def encode_progress(fraction: float, message: str | None) -> bytes:
+    """The JSON bytes a record keeps of a progress (checked by ``set_progress`` already):
+    ``{"fraction", "message"}``."""
+    fields = {"fraction": fraction, "message": message}
+    return json.dumps(fields, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def decode_progress(raw: bytes | None) -> JobProgress | None:
+    """The :class:`JobProgress` of ``raw`` (:func:`encode_progress`'s bytes); ``None`` for none,
+    and for bytes that are not a progress (written by something else than a varmq worker)."""
+    if raw is None:
+        return None
+    try:
+        fields = json.loads(bytes(raw).decode("utf-8"))
+        fraction, message = fields["fraction"], fields.get("message")
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        return None
+    if not 0.0 <= fraction <= 1.0 or not (message is None or isinstance(message, str)):
+        return None
+    return JobProgress(float(fraction), message)
+
+
 def _seconds(value: Any) -> float | None:
     return None if value is None else float(value)
 
@@ -178,4 +218,5 @@ def decode_record(stored: StoredJobRecord) -> JobRecord:
         started_at=_seconds(stored["started_at"]),
         finished_at=_seconds(stored["finished_at"]),
         cancel_requested=bool(stored["cancel_requested"]),
+        progress=decode_progress(stored.get("progress")),
     )

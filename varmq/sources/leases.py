@@ -1,6 +1,7 @@
 """A taken job's lease, from the take to the acknowledgement: :class:`StorageJob` (the job and its
 lease), :class:`Leases` (tracking and renewing the leases of one queue's jobs, on a thread of
-the queue's own) and :class:`Acknowledgements` (how their ends are sent).
+the queue's own, which also writes their progress: :mod:`varmq.sources.progress`) and
+:class:`Acknowledgements` (how their ends are sent).
 
 A storage queue that acknowledges many ids in one call (``acknowledge_many``, or
 ``acknowledge_with_results`` on a queue that keeps a result worker's values) gets its
@@ -143,6 +144,9 @@ class Leases:
         self._lock = threading.Lock()
         self._held: dict[int, StorageJob] = {}
         self._renewer = LeaseRenewer(self._round, name)
+        #: What else the renewal thread does, set by the source: its running jobs' progress
+        #: writes (varmq.sources.progress), given the time; when they are due next.
+        self.progress_due: Callable[[float], float | None] | None = None
         #: The acknowledgements of the queue's jobs (sent at once, or with the rest of a take).
         self.acks = Acknowledgements(
             storage,
@@ -181,6 +185,15 @@ class Leases:
         """Seconds between two renewals of a lease of ``lease`` seconds."""
         period = lease / 3
         return min(period, _CANCEL_CHECK) if self._records else period
+
+    def holds(self, job: StorageJob) -> bool:
+        """Whether ``job`` was taken here and is not settled (its lease is renewed)."""
+        with self._lock:
+            return self._held.get(id(job)) is job
+
+    def poke(self, due: float) -> None:
+        """Something of the renewal thread's is due at ``due`` (monotonic): see to it then."""
+        self._renewer.poke(due)
 
     def forget(self, job: StorageJob) -> None:
         """``job`` is being settled: its lease is no longer renewed."""
@@ -257,9 +270,11 @@ class Leases:
         self._renewer.stop()
 
     def _round(self, now: float) -> float | None:
-        """The renewal thread's work: held acknowledgements whose hold ran out, then leases;
-        when to come back (``None``: nothing is held)."""
-        due = (self.acks.send_held(now), self._renew(time.monotonic()))
+        """The renewal thread's work: held acknowledgements whose hold ran out, then leases,
+        then progress writes; when to come back (``None``: nothing is held)."""
+        due = [self.acks.send_held(now), self._renew(time.monotonic())]
+        if self.progress_due is not None:
+            due.append(self.progress_due(time.monotonic()))
         return min((at for at in due if at is not None), default=None)
 
     def _renew(self, now: float) -> float | None:

@@ -11,7 +11,9 @@ keeps a :class:`~varmq.JobRecord` of every job added with an id, in this process
 ``keep_results`` seconds after it ended (and at most ``DEFAULT_KEEP_RESULTS_LIMIT`` ended ones).
 As on storage queues, a kept record holds its id, also after its job ended. Results are the
 values the function returned, as they are: nothing leaves the process, so nothing is encoded.
-Waiting for an end waits on the job's handle (no polling). No I/O here.
+The progress a running job sets (``job.set_progress``) is kept by the book too, at every call
+(no storage to spare), from the start of a run (each run starts without) to the end of its
+record. Waiting for an end waits on the job's handle (no polling). No I/O here.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ from ..model.errors import (
 )
 from ..model.jobs import EnqueuedJob, Job, JobStatus
 from ..model.loops import resolve
-from ..model.records import JobRecord, error_of
+from ..model.progress import add_sink
+from ..model.records import JobProgress, JobRecord, error_of
 
 __all__ = ["JobBook", "JobIds"]
 
 _CLOSED = JobStatus.CLOSED
+_PROCESSING = JobStatus.PROCESSING
 
 
 # A JobIds dict is swept of closed jobs once it holds this many entries (or twice as many as
@@ -128,10 +132,12 @@ class _Entry:
 class JobBook:
     """The records of one in-memory queue, kept for ``keep`` seconds after each job ended.
 
-    ``_lock`` guards ``_live`` (job id -> entry of a job that has not ended) and ``_ended``
-    (job id -> (record, monotonic expiry, the job's handle), in end order, at most ``limit``);
-    an id is in at most one of them. An id with a record is held (:meth:`hold`): an add of it
-    stores nothing until the record expires.
+    ``_lock`` guards ``_live`` (job id -> entry of a job that has not ended), ``_ended``
+    (job id -> (record, monotonic expiry, the job's handle), in end order, at most ``limit``)
+    and ``_progress`` (job id -> the progress its job set in its current run, for ids in
+    ``_live`` only); an id is in at most one of ``_live`` and ``_ended``. An id with a record is
+    held (:meth:`hold`): an add of it stores nothing until the record expires. The book is a
+    progress sink (:mod:`varmq.model.progress`) for its running jobs.
     """
 
     def __init__(
@@ -150,6 +156,8 @@ class JobBook:
         self._lock = threading.Lock()
         self._live: dict[str, _Entry] = {}
         self._ended: OrderedDict[str, tuple[JobRecord, float, EnqueuedJob[Any]]] = OrderedDict()
+        self._progress: dict[str, JobProgress] = {}
+        add_sink(self)
 
     # -- what the queue tells it -----------------------------------------------------------
 
@@ -183,11 +191,14 @@ class JobBook:
                 del self._live[job.id]
 
     def started(self, job: EnqueuedJob[Any]) -> None:
-        """``job`` was claimed to run."""
+        """``job`` was claimed to run: a run starts without progress."""
         entry = self._live.get(job.id)
         if entry is not None and entry.job is job:
             entry.started_at = time.time()
             entry.due = 0.0
+            if self._progress:  # only ever set by jobs that set progress
+                with self._lock:
+                    self._progress.pop(job.id, None)
 
     def retrying(self, job: EnqueuedJob[Any], due: float) -> None:
         """``job`` failed and waits until the monotonic time ``due`` for another attempt."""
@@ -202,8 +213,12 @@ class JobBook:
             entry.dead = True
 
     def _closed(self, entry: _Entry) -> None:
-        """The job of ``entry`` closed: keep its outcome."""
-        record = entry.record = _ended_record(entry)
+        """The job of ``entry`` closed: keep its outcome (and its last progress)."""
+        job_id = entry.job.id
+        with self._lock:
+            live = self._live.get(job_id) is entry
+            progress = self._progress.pop(job_id, None) if live else None
+        record = entry.record = _ended_record(entry, progress)
         now = time.monotonic()
         with self._lock:
             if self._live.get(record.id) is not entry:
@@ -230,7 +245,8 @@ class JobBook:
             if entry is None:
                 kept = self._ended.get(job_id)
                 return None if kept is None else kept[0]
-        return _live_record(entry)
+            progress = self._progress.get(job_id)
+        return _live_record(entry, progress)
 
     async def read_async(self, job_id: str) -> JobRecord | None:
         return self.read(job_id)  # in memory: never blocks
@@ -275,6 +291,25 @@ class JobBook:
                 raise TimeoutError(f"job {job_id!r} of queue {self._label!r} did not end in time")
         return found.record or _ended_record(found)
 
+    # -- progress (varmq.model.progress) ------------------------------------------------
+
+    def progress_writer(self, job: Any) -> _ProgressWriter | None:
+        """The writer of ``job``'s progress if it runs from this queue with a record."""
+        if not isinstance(job, EnqueuedJob):
+            return None
+        with self._lock:
+            entry = self._live.get(job.id)
+        if entry is None or entry.job is not job or job._status is not _PROCESSING:
+            return None
+        return _ProgressWriter(self, entry)
+
+    def set_progress(self, entry: _Entry, progress: JobProgress) -> None:
+        """The job of ``entry`` set ``progress``: kept while that run goes on."""
+        job = entry.job
+        with self._lock:
+            if self._live.get(job.id) is entry and job._status is _PROCESSING:
+                self._progress[job.id] = progress
+
     def cancel(self, job_id: str) -> bool:
         with self._lock:
             entry = self._live.get(job_id)
@@ -293,11 +328,24 @@ class JobBook:
         return True
 
 
-def _live_record(entry: _Entry) -> JobRecord:
+class _ProgressWriter:
+    """Where a running job of a :class:`JobBook` puts its progress (``job.set_progress``)."""
+
+    __slots__ = ("book", "entry")
+
+    def __init__(self, book: JobBook, entry: _Entry) -> None:
+        self.book = book
+        self.entry = entry
+
+    def set(self, fraction: float, message: str | None) -> None:
+        self.book.set_progress(self.entry, JobProgress(fraction, message))
+
+
+def _live_record(entry: _Entry, progress: JobProgress | None) -> JobRecord:
     job = entry.job
     status = job.status
     if status is JobStatus.CLOSED:
-        return entry.record or _ended_record(entry)
+        return entry.record or _ended_record(entry, progress)
     running = status is JobStatus.PROCESSING
     waiting = "delayed" if entry.due > time.monotonic() else "queued"
     state = "running" if running else waiting
@@ -308,10 +356,11 @@ def _live_record(entry: _Entry) -> JobRecord:
         enqueued_at=entry.enqueued_at,
         started_at=entry.started_at,
         cancel_requested=running and job._cancel_requested(),
+        progress=progress,
     )
 
 
-def _ended_record(entry: _Entry) -> JobRecord:
+def _ended_record(entry: _Entry, progress: JobProgress | None = None) -> JobRecord:
     job = entry.job
     error = job._error
     ran = entry.started_at is not None
@@ -335,4 +384,5 @@ def _ended_record(entry: _Entry) -> JobRecord:
         started_at=entry.started_at,
         finished_at=time.time(),
         cancel_requested=isinstance(error, JobCancelledError) and error.running,
+        progress=progress,
     )

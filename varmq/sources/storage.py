@@ -15,8 +15,11 @@ On a queue that keeps job records (:class:`~varmq.contract.protocols.IJobRecords
 value with the acknowledgement (``acknowledge_with_results``, still group-committed), the error
 of a final failure (``fail``) or of a dead letter (``dead_letter_with_error``). Its lease
 renewals (``extend_lease_or_cancel``) are where a job learns it was cancelled by id: the
-source then asks the worker to cancel it the way a timeout would. Without records, none of this
-runs: the records-off path is the one above.
+source then asks the worker to cancel it the way a timeout would. Where the storage keeps
+progress (:class:`~varmq.contract.protocols.IJobProgress`), a running job's ``set_progress``
+is written by the renewal thread (:mod:`varmq.sources.progress`), and a value not written yet
+goes just before the settle. Without records, none of this runs: the records-off path is the
+one above.
 
 Its readiness fields (``maybe_ready``, ``taking``, ``empty_since``, ``retry_at``, ``_due``)
 are guarded by the dispatcher's lock and changed only by the methods here. Its invariant: a
@@ -41,6 +44,7 @@ from ..contract.protocols import (
     IBatchAcknowledgeable,
     ICountedDelivery,
     IDeadLetterable,
+    IJobProgress,
     IJobRecords,
     ILeaseExtendable,
     ILeaseReleasable,
@@ -59,6 +63,7 @@ from ..model.records import encode_error, encode_result
 from ..model.retry import Outcome, after_failure, failure_text
 from .base import Source, SourceSettings, Step
 from .leases import Leases, StorageJob
+from .progress import ProgressWrites
 
 __all__ = ["StorageSource"]
 
@@ -122,6 +127,14 @@ class StorageSource(Source):
             stop_cancelled=self._stop_cancelled,
         )
         self._acks = self._leases.acks
+        # Running jobs' progress (job.set_progress), written by the renewal thread: only on a
+        # queue with records whose storage keeps progress; None otherwise.
+        self._progress: ProgressWrites | None = None
+        if self.records and isinstance(storage, IJobProgress):
+            self._progress = ProgressWrites(
+                storage, label=self.label, holds=self._leases.holds, poke=self._leases.poke
+            )
+            self._leases.progress_due = self._progress.send_due
 
     # -- selection ---------------------------------------------------------------------------
 
@@ -235,6 +248,8 @@ class StorageSource(Source):
 
     def settle(self, job: Job[Any], value: Any, error: BaseException | None) -> Outcome:
         assert isinstance(job, StorageJob)
+        if self._progress is not None:
+            self._progress.flush(job)  # its last progress before its end (no call if none)
         self._leases.forget(job)
         if error is None:
             if not self._results:
@@ -279,11 +294,13 @@ class StorageSource(Source):
         assert isinstance(job, StorageJob)
         if error is None and self._results:
             error = self._keep_result(job, value)  # if not encodable: a failure, settled below
-        if error is None:
+        progress = self._progress
+        if error is None and (progress is None or not progress.unsent(job)):
             self._leases.forget(job)
             self._acks.send_soon(job, io)
             return Outcome.OK
-        # Retrying or dead-lettering is a storage round trip: off the loop.
+        # Retrying, dead-lettering or writing a progress not written yet is a storage round
+        # trip: off the loop.
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(io, self.settle, job, value, error)
 

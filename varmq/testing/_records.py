@@ -33,6 +33,7 @@ class Record:
     result: bytes | None = None
     error: bytes | None = None
     cancel_requested: bool = False
+    progress: bytes | None = None  # set_progress of the last take; cleared by each take
     ended_generation: int = 0  # bumped at every end, so a stale expiry entry is recognised
     expires_at: float = 0.0  # storage clock reading at which an ended record is dropped
 
@@ -53,6 +54,7 @@ class Record:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "cancel_requested": self.cancel_requested,
+            "progress": self.progress,
         }
 
 
@@ -92,7 +94,7 @@ class RecordBook:
         record.attempts = 0
         record.enqueued_at = wall
         record.started_at = record.finished_at = None
-        record.result = record.error = None
+        record.result = record.error = record.progress = None
         record.cancel_requested = False
         record.ended_generation += 1  # its expiry entry is stale now
 

@@ -2,9 +2,7 @@
 
 Private to ``varmq.testing``: ``conformance`` re-exports the public names, and each part of the
 suite (``conformance``, ``conformance_retries``, ``conformance_checks``, ``conformance_worker``,
-``conformance_records``, ...) subclasses :class:`SuiteBase` and imports the helpers from here.
-Needs pytest.
-``conformance_leases``, ``conformance_topics``)
+``conformance_records``, ``conformance_progress``, ``conformance_leases``, ``conformance_topics``)
 subclasses :class:`SuiteBase` and imports the helpers from here. Needs pytest.
 """
 
@@ -24,6 +22,7 @@ from varmq.contract.protocols import (
     IDeadLetterable,
     IDedupQueue,
     IDelayedEnqueue,
+    IJobProgress,
     IJobRecords,
     ILeaseExtendable,
     ILeaseReleasable,
@@ -63,6 +62,9 @@ RECORD_EXTENSIONS: tuple[type, ...] = (IJobRecords, IRecordSubscribable, ISchedu
 """The protocols of job records (tests in ``conformance_records``): what a job became, kept for
 ``keep_results`` seconds, waited for and cancelled by id, and the schedule marks that keep an
 occurrence from running twice. Not in ``DEFAULT_EXTENSIONS``."""
+PROGRESS_EXTENSIONS: tuple[type, ...] = (IJobProgress,)
+"""The progress of running jobs, kept in their records (tests in ``conformance_progress``);
+needs ``RECORD_EXTENSIONS``. Not in ``DEFAULT_EXTENSIONS``."""
 TOPIC_EXTENSIONS: tuple[type, ...] = (IStorageTopics, ILiveTopics)
 """The protocols of a store's topics (``store.topics()``; tests in ``conformance_topics``).
 The store claims them, not its queues. ``ILiveTopics`` needs ``IStorageTopics``."""
@@ -71,6 +73,7 @@ ALL_EXTENSIONS: tuple[type, ...] = (
     ICapacitySetter,
     *RETRY_EXTENSIONS,
     *RECORD_EXTENSIONS,
+    *PROGRESS_EXTENSIONS,
     *TOPIC_EXTENSIONS,
 )
 """Every optional protocol the suite knows how to test."""
@@ -97,8 +100,8 @@ class SuiteBase:
     """The optional protocols this storage implements; the tests of the others are skipped.
 
     Narrow it when your storage lacks one; widen it with ``ICapacitySetter``,
-    ``RETRY_EXTENSIONS`` and ``RECORD_EXTENSIONS`` when it implements them (``ALL_EXTENSIONS``
-    is every one).
+    ``RETRY_EXTENSIONS``, ``RECORD_EXTENSIONS`` and ``PROGRESS_EXTENSIONS`` when it implements
+    them (``ALL_EXTENSIONS`` is every one).
     """
 
     def make_harness(self) -> StorageHarness:

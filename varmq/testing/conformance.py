@@ -35,9 +35,8 @@ instead of ``make_harness``. Tests run on each of the four kinds of queue (``que
 applies to. A storage that does not implement an extension protocol (batch takes, delivery
 counts, ``acknowledge_many``, dedup, leases) narrows the class attribute ``extensions``; one that
 also implements ``ICapacitySetter``, the retry protocols (``RETRY_EXTENSIONS``: delayed
-enqueue, nack, dead letters, stats) or job records (``RECORD_EXTENSIONS``) widens it, up to
-``ALL_EXTENSIONS``. The tests of the
-enqueue, nack, dead letters, stats) or the topics of the store (``TOPIC_EXTENSIONS``:
+enqueue, nack, dead letters, stats), job records (``RECORD_EXTENSIONS``), job progress
+(``PROGRESS_EXTENSIONS``) or the topics of the store (``TOPIC_EXTENSIONS``:
 ``IStorageTopics``, ``ILiveTopics``) widens it, up to ``ALL_EXTENSIONS``. The tests of the
 protocols left out are skipped; the ones kept are checked with ``isinstance``.
 
@@ -47,7 +46,9 @@ protocols left out are skipped; the ones kept are checked with ``isinstance``.
 ``LeaseConformance`` (``conformance_leases``: ``release``, and every call during an outage),
 ``CheckConformance`` (``conformance_checks``: the argument and option checks every storage
 shares), ``WorkerConformance`` (``conformance_worker``: the worker on this storage) and
-``RecordConformance`` (``conformance_records``: job records, their outcomes and cancel).
+``RecordConformance`` (``conformance_records``: job records, their outcomes and cancel),
+``ProgressConformance`` (``conformance_progress``: the progress of running jobs in their
+records, for a storage that claims ``IJobProgress``, in ``PROGRESS_EXTENSIONS``).
 ``SettingsConformance`` (``conformance_settings``: the settings stored with a queue, shared by
 its openers). ``TopicConformance`` (``conformance_topics``: the store's topics, bindings and live
 subscribers). ``AsyncConformance`` (``conformance_async``: ``enqueue_async`` and its forms, for
@@ -83,6 +84,7 @@ from varmq.testing._suite import (
     FIFO_KINDS,
     LEASE,
     PRIORITY_KINDS,
+    PROGRESS_EXTENSIONS,
     RECORD_EXTENSIONS,
     RETRY_EXTENSIONS,
     TOPIC_EXTENSIONS,
@@ -97,6 +99,7 @@ from varmq.testing._suite import (
 from varmq.testing.conformance_async import AsyncConformance
 from varmq.testing.conformance_checks import CheckConformance
 from varmq.testing.conformance_leases import LeaseConformance
+from varmq.testing.conformance_progress import ProgressConformance
 from varmq.testing.conformance_records import RecordConformance
 from varmq.testing.conformance_retries import RetryConformance
 from varmq.testing.conformance_settings import SettingsConformance
@@ -108,6 +111,7 @@ __all__ = [
     "ALL_EXTENSIONS",
     "ASYNC_EXTENSIONS",
     "DEFAULT_EXTENSIONS",
+    "PROGRESS_EXTENSIONS",
     "RECORD_EXTENSIONS",
     "RETRY_EXTENSIONS",
     "TOPIC_EXTENSIONS",
@@ -718,6 +722,7 @@ class QueueConformance(
     CheckConformance,
     WorkerConformance,
     RecordConformance,
+    ProgressConformance,
     SettingsConformance,
     TopicConformance,
 ):

@@ -45,6 +45,7 @@ from varmq.contract.protocols import (
     MAX_DELAY,
     IDeadLetterable,
     IDelayedEnqueue,
+    IJobProgress,
     IJobRecords,
     ILeaseExtendable,
     ILeaseReleasable,
@@ -220,7 +221,9 @@ class RecordConformance(SuiteBase):
         assert _add(q, kind, b"a", "job-1")
         record = q.job_record("job-1")
         assert record is not None
-        assert set(record) == RECORD_KEYS
+        # A storage that keeps progress returns it too (conformance_progress).
+        progress = {"progress"} if IJobProgress in self.extensions else set()
+        assert set(record) == RECORD_KEYS | progress
         assert record["id"] == "job-1"
         assert record["state"] == "queued"
         assert record["attempts"] == 0

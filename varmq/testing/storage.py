@@ -25,8 +25,10 @@ a job back, ``dead_letter(ack_id, error)`` shelves it for an operator (``dead_le
 Opened with ``keep_results=SECONDS``, a queue keeps job records (``IJobRecords``): every job added
 with an id has one (``job_record``), settles can carry its outcome (``acknowledge_with_results``,
 ``fail``, ``dead_letter_with_error``), ``cancel`` removes or flags it, ``extend_lease_or_cancel``
-tells its consumer, and ``subscribe_records`` hears ends. The bookkeeping is in
-``varmq.testing._records``; every transition happens under the same lock as the job's own.
+tells its consumer, and ``subscribe_records`` hears ends. ``set_progress`` keeps a running job's
+progress in its record (``IJobProgress``), fenced by its lease; every take clears it. The
+bookkeeping is in ``varmq.testing._records``; every transition happens under the same lock as
+the job's own.
 
 Every opener goes through one method, ``MemoryStorage._open``, and every argument is checked by
 the rules of ``varmq.contract.protocols`` ("Arguments and options") in ``varmq.contract.rules``, the
@@ -806,6 +808,7 @@ class _QueueBase:
             record.state = "running"
             record.attempts = job.deliveries
             record.started_at = self._storage._wall()
+            record.progress = None  # a new attempt starts without progress
 
     def _lined_up(self, job: _Job) -> None:
         """``job`` is back in line, or delayed: so is its record. Holds _lock."""
@@ -852,6 +855,21 @@ class _QueueBase:
             self._catch_up()
             record = self._named.records.get(job_id)
             return None if record is None else record.stored()
+
+    def set_progress(self, ack_id: str, progress: Any) -> bool:
+        """Keep ``progress`` (bytes) as the progress of the record of the job leased under
+        ``ack_id``, changing nothing else. ``False`` (nothing kept) when the lease is unknown,
+        expired or taken over, or the job has no record. Works after ``close()``."""
+        self.faults.reach()
+        kept = as_bytes(self._subject, progress, "progress")
+        with self._locked():
+            self._catch_up()
+            lease = self._named.leased.get(ack_id) if isinstance(ack_id, str) else None
+            record = None if lease is None else lease.job.record
+            if record is None or record.ended:
+                return False
+            record.progress = kept
+            return True
 
     def cancel(self, job_id: str) -> bool:
         """Cancel ``job_id``: a queued or delayed job is removed now (``"cancelled"``), a running

@@ -67,9 +67,19 @@ def corrupt_jobs_pages(db_path: Path) -> None:
             fh.write(b"\xa5" * page_size)
 
 
+def undo_version_7(conn: sqlite3.Connection) -> None:
+    """Take a file's schema back from version 7 to version 6 (job progress), rows kept, as a
+    version-6 sqliteq wrote it."""
+    conn.execute("ALTER TABLE jobs DROP COLUMN progress")
+    conn.execute("ALTER TABLE job_records DROP COLUMN progress")
+    conn.execute("PRAGMA user_version = 6")
+
+
 def undo_version_6(conn: sqlite3.Connection) -> None:
-    """Take a file's schema back from version 6 to version 5 (job records), rows kept, as a
-    version-5 sqliteq wrote it (without the settings table, which no version-5 sqliteq made)."""
+    """Take a file's schema back from the current version to version 5 (job records), rows
+    kept, as a version-5 sqliteq wrote it (without the settings table, which no version-5
+    sqliteq made)."""
+    undo_version_7(conn)
     conn.execute("DROP TABLE IF EXISTS queue_settings")
     conn.execute("DROP TABLE job_records")
     conn.execute("DROP INDEX jobs_cancel")

@@ -82,7 +82,7 @@ def test_new_file_is_marked_as_ours_and_uses_wal(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA application_id").fetchone() == (APPLICATION_ID,)
-        assert conn.execute("PRAGMA user_version").fetchone() == (_schema.SCHEMA_VERSION,) == (6,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (_schema.SCHEMA_VERSION,) == (7,)
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     finally:
         conn.close()
@@ -132,7 +132,7 @@ def test_a_version_1_file_is_migrated_and_counts_its_stored_jobs_towards_a_capac
         conn = sqlite3.connect(path)
         try:
             assert (
-                conn.execute("PRAGMA user_version").fetchone() == (_schema.SCHEMA_VERSION,) == (6,)
+                conn.execute("PRAGMA user_version").fetchone() == (_schema.SCHEMA_VERSION,) == (7,)
             )
             ready = dict(conn.execute("SELECT name, ready FROM queues").fetchall())
         finally:

@@ -111,7 +111,7 @@ def test_a_version_3_file_keeps_the_time_its_wall_clock_leases_had_left(tmp_path
     (until,) = conn.execute("SELECT lease_until FROM jobs").fetchone()
     (version,) = conn.execute("PRAGMA user_version").fetchone()
     conn.close()
-    assert version == _schema.SCHEMA_VERSION == 6
+    assert version == _schema.SCHEMA_VERSION == 7
     left = until - host_lease_clock()[1]()
     assert 20_000 < left <= 30_000  # renewed for the default 30 s lease, on the host clock
 

@@ -16,11 +16,11 @@ import pytest
 
 import sqliteq
 from sqliteq import _schema, _sql
-from tests.adapters.sqliteq.conftest import rows, undo_version_6
+from tests.adapters.sqliteq.conftest import rows, undo_version_6, undo_version_7
 from varmq.testing import FakeWallClock
 
 
-def test_a_version_5_file_is_upgraded_to_version_6_and_keeps_its_jobs(db_path: Path) -> None:
+def test_a_version_5_file_is_upgraded_and_keeps_its_jobs(db_path: Path) -> None:
     with sqliteq.new(db_path) as store:
         q = store.new_priority_queue("work")
         assert q.enqueue(b"second", 5) and q.enqueue(b"first", 1)
@@ -35,7 +35,7 @@ def test_a_version_5_file_is_upgraded_to_version_6_and_keeps_its_jobs(db_path: P
     assert rows(db_path, "PRAGMA user_version") == [(5,)]
 
     with sqliteq.new(db_path) as store:
-        assert rows(db_path, "PRAGMA user_version") == [(_schema.SCHEMA_VERSION,)] == [(6,)]
+        assert rows(db_path, "PRAGMA user_version") == [(_schema.SCHEMA_VERSION,)] == [(7,)]
         q = store.new_priority_queue("work", keep_results=60)
         stats = q.stats()
         counts = (stats["waiting"], stats["in_flight"], stats["delayed"], stats["dead"])
@@ -52,6 +52,43 @@ def test_a_version_5_file_is_upgraded_to_version_6_and_keeps_its_jobs(db_path: P
         record = q.job_record("job-3")
         assert record is not None and (record["state"], record["result"]) == ("succeeded", b'"ok"')
         assert [d for d, _ in q.dequeue_batch_with_ack_ids(5)] == [b"second", b"held"]
+
+
+def test_a_version_6_file_gains_job_progress_and_keeps_its_jobs_leases_and_records(
+    db_path: Path,
+) -> None:
+    with sqliteq.new(db_path) as store:
+        q = store.new_queue("work", keep_results=60)
+        assert q.enqueue_dedup(b"a", "ended") and q.enqueue_dedup(b"b", "running")
+        [(_, ack_id, _)] = q.dequeue_batch_with_attempts(1)
+        assert q.acknowledge_with_results([(ack_id, b'"ok"')]) == [True]
+        [(_, running, _)] = q.dequeue_batch_with_attempts(1)
+    conn = sqlite3.connect(db_path)
+    undo_version_7(conn)
+    conn.commit()
+    conn.close()
+    assert rows(db_path, "PRAGMA user_version") == [(6,)]
+
+    with sqliteq.new(db_path) as store:
+        assert rows(db_path, "PRAGMA user_version") == [(_schema.SCHEMA_VERSION,)] == [(7,)]
+        for table in ("jobs", "job_records"):
+            columns = [row[1] for row in rows(db_path, f"PRAGMA table_info({table})")]
+            assert columns[-1] == "progress"
+        q = store.new_queue("work", keep_results=60)
+        ended = q.job_record("ended")
+        assert ended is not None and (ended["state"], ended["result"]) == ("succeeded", b'"ok"')
+        assert ended["progress"] is None
+        record = q.job_record("running")
+        assert record is not None and (record["state"], record["progress"]) == ("running", None)
+        assert q.set_progress(running, b"half") is True  # a lease taken before the upgrade
+        record = q.job_record("running")
+        assert record is not None and record["progress"] == b"half"
+        assert q.acknowledge(running) is True
+        record = q.job_record("running")
+        assert record is not None and (record["state"], record["progress"]) == (
+            "succeeded",
+            b"half",
+        )
 
 
 def test_a_read_only_open_reads_records(db_path: Path) -> None:

@@ -424,7 +424,7 @@ def test_a_version_2_file_is_migrated_keeping_its_jobs_in_order(
     path = tmp_path / "jobs.db"
     make_version_2_file(path, capacity=capacity)
     with sqliteq.new(path, clock=clock) as queues:
-        assert rows(path, "PRAGMA user_version") == [(_schema.SCHEMA_VERSION,)] == [(6,)]
+        assert rows(path, "PRAGMA user_version") == [(_schema.SCHEMA_VERSION,)] == [(7,)]
         assert queues.list_queues() == [("a", "fifo"), ("b", "priority")]
         a, b = queues.open_queue("a"), queues.open_queue("b")
         assert a.values() == [b"a-1", b"a-2"]

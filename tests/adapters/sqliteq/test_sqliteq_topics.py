@@ -39,7 +39,7 @@ def test_a_version_3_file_gains_the_bindings_table_and_keeps_its_jobs(db_path: P
     )
     conn.close()
     with sqliteq.new(db_path) as queues:
-        assert rows(db_path, "PRAGMA user_version") == [(6,)]
+        assert rows(db_path, "PRAGMA user_version") == [(7,)]
         topics = queues.topics()
         assert topics.bindings() == []
         assert topics.bind("orders.#", "a")
