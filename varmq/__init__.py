@@ -59,6 +59,7 @@ from .model.errors import (
     JobFailedError,
     JobNotFoundError,
     JobTimeoutError,
+    UnknownTaskError,
     VarMQError,
     WorkerStateError,
 )
@@ -91,15 +92,20 @@ from .model.jobs import (
     Job,
     JobStatus,
     TopicJob,
+    current_job,
 )
 from .model.metrics import DurationHistogram as DurationHistogram
 from .model.metrics import Metrics
 from .model.records import JobError, JobRecord
+from .model.records import JobProgress as JobProgress
 from .model.retry import DeadLetter, NoRetry, Retry
 from .model.states import Status
 from .model.strategy import Strategy
 from .ops.service import run, run_async
 from .sources.memory_queues import MemoryPriorityQueue, MemoryQueue
+from .tasks.app import App
+from .tasks.task import AsyncTask as AsyncTask
+from .tasks.task import Task, TaskRun
 from .topics.subscription import Message, Subscription
 from .topics.subscription import SubscriberStats as SubscriberStats
 from .topics.topics import DEFAULT_DEDUP_WINDOW, Topics
@@ -107,6 +113,7 @@ from .topics.topics import Binding as Binding
 
 __all__ = [
     "DEFAULT_DEDUP_WINDOW",
+    "App",
     "BaseWorker",
     "DeadLetter",
     "DistributedPriorityQueue",
@@ -142,13 +149,17 @@ __all__ = [
     "Status",
     "Strategy",
     "Subscription",
+    "Task",
+    "TaskRun",
     "TopicJob",
     "TopicQueue",
     "Topics",
+    "UnknownTaskError",
     "VarMQError",
     "Worker",
     "WorkerOptions",
     "WorkerStateError",
+    "current_job",
     "get_worker",
     "load_queues",
     "new_distributed_priority_queue",

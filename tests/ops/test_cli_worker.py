@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import varmq
+
 _MODULE = """
 import os
 import threading
@@ -224,3 +226,25 @@ def test_a_function_past_its_timeout_gets_the_grace_to_return(project: Path) -> 
     took = float(line.split(" in ")[1].split(" s ")[0])
     assert took >= 1.0, line  # it waited for the function, not only for the settled job
     assert "0 still running" in line, line
+
+
+def test_an_app_target_gives_its_worker_on_the_queues_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from varmq.ops.cli import CliError, _load_workers
+
+    (tmp_path / "app_tasks.py").write_text(
+        "import varmq\n"
+        "app = varmq.App()\n"
+        "@app.task(queue='mail')\n"
+        "def send(to: str) -> None: ...\n"
+        "@app.task(queue='billing')\n"
+        "def charge(amount: int) -> None: ...\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (worker,) = _load_workers("app_tasks:app", ["billing"], 3)
+    assert worker.status is varmq.Status.INITIATED  # varmq.run starts it, signals handled
+    assert worker.num_concurrency == 3
+    assert [row["name"] for row in worker.queue_stats()] == ["billing"]
+    with pytest.raises(CliError, match="for an App target"):
+        _load_workers("app_tasks:app.tasks", ["mail"], None)

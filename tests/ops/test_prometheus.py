@@ -310,3 +310,27 @@ def test_the_oldest_running_job_of_each_queue_is_exported(
     assert types["varmq_queue_oldest_running_age_seconds"] == "gauge"
     assert samples[("varmq_queue_oldest_running_age_seconds", (("queue", "stuck"),))] >= 0.2
     assert samples[("varmq_queue_oldest_running_age_seconds", (("queue", "calm"),))] == 0
+
+
+def test_task_runs_are_counted_per_task_name_and_outcome(
+    exporter: Callable[..., str], workers: list[Any]
+) -> None:
+    app = varmq.App()
+    name = f"reports.build_{uuid.uuid4().hex[:6]}"
+
+    @app.task(name=name)
+    def build(rows: int) -> int:
+        if rows < 0:
+            raise ValueError("negative")
+        return rows
+
+    workers.append(app.worker(concurrency=2))
+    for rows in (1, 2, 3, -1):
+        build.enqueue(rows)
+    app.run_until_idle(10)
+    samples, types = _scrape(exporter(workers=[]))
+    assert types["varmq_task_runs"] == "counter"
+    labels = (("outcome", "succeeded"), ("task", name))
+    assert samples[("varmq_task_runs_total", labels)] == 3
+    assert samples[("varmq_task_runs_total", (("outcome", "failed"), ("task", name)))] == 1
+    assert samples[("varmq_task_seconds_total", (("task", name),))] >= 0

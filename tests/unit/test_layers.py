@@ -23,6 +23,7 @@ LAYERS = (
     "varmq.sources",
     "varmq.engine",
     "varmq.api",
+    "varmq.tasks",
     "varmq.ops",
 )
 # What the engine may see of the sources: the interface, and the record of lock-free takes.

@@ -29,6 +29,7 @@ __all__ = [
     "RunningWorkerError",
     "SameConcurrencyError",
     "SubscriberFullError",
+    "UnknownTaskError",
     "VarMQError",
     "WorkerStateError",
     "WorkerPausedError",
@@ -334,3 +335,19 @@ class SubscriberFullError(VarMQError):
         self.subscribers = tuple(subscribers)
         self.topic = topic
         self.copies = copies
+
+
+class UnknownTaskError(VarMQError, LookupError):
+    """A job names a task the worker that took it does not know (``varmq.App``).
+
+    The job is never dropped and never run as something else: it fails with this error, which
+    the dead letter and the job's record keep, so deploying producers before consumers loses
+    nothing (``requeue_dead`` once a worker knows the task).
+    """
+
+    def __init__(self, task: str, known: Sequence[str]) -> None:
+        self.task = task
+        self.known = tuple(known)
+        names = ", ".join(repr(name) for name in self.known[:20]) or "none"
+        more = f" and {len(self.known) - 20} more" if len(self.known) > 20 else ""
+        super().__init__(f"unknown task {task!r}: this worker knows {names}{more}")

@@ -9,6 +9,7 @@ queue's own kind then applies it (acknowledge, hand back, dead-letter) in
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import sys
@@ -25,6 +26,7 @@ __all__ = [
     "Outcome",
     "Retry",
     "after_failure",
+    "attach_policy",
     "failure_text",
     "retry_from_json",
     "retry_to_json",
@@ -171,6 +173,19 @@ def _exception_class(name: str) -> type[BaseException] | None:
     return None
 
 
+# The attribute an error carries its own policy in: one worker runs many tasks, each with its
+# retry policy, and the error is what travels from the task's run to the queue's settle.
+_OWN_POLICY = "__varmq_retry__"
+
+
+def attach_policy(error: BaseException, policy: Retry) -> None:
+    """Have ``policy`` decide what follows ``error`` in place of its queue's policy (a task's
+    own ``retry=``); a queue without a policy still fails the job for good."""
+    # An exception class with __slots__ takes no attribute: its queue's policy applies.
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(error, _OWN_POLICY, policy)
+
+
 def after_failure(
     policy: Retry | None, error: BaseException, attempt: int
 ) -> tuple[Outcome, float]:
@@ -178,10 +193,14 @@ def after_failure(
     next attempt when it is ``RETRIED``.
 
     A job cancelled while it ran (:class:`~varmq.JobCancelledError`) is ``FAILED`` whatever the
-    policy: neither retried nor moved to the dead letters.
+    policy: neither retried nor moved to the dead letters. A policy attached to ``error``
+    (:func:`attach_policy`) decides in place of ``policy``.
     """
     if policy is None or isinstance(error, JobCancelledError):
         return Outcome.FAILED, 0.0
+    own = getattr(error, _OWN_POLICY, None)
+    if isinstance(own, Retry):
+        policy = own
     if policy.should_retry(error, attempt):
         return Outcome.RETRIED, policy.delay(attempt)
     return Outcome.DEAD, 0.0

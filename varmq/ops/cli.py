@@ -237,6 +237,11 @@ def _job_lines(record: JobRecord, out: TextIO) -> None:
         ("started", when(record.started_at)),
         ("finished", when(record.finished_at)),
     ]
+    if record.progress is not None:
+        message = record.progress.message
+        rows.append(
+            ("progress", f"{record.progress.fraction:.0%}" + (f" {message}" if message else ""))
+        )
     if record.state == "succeeded":
         rows.append(("result", json.dumps(record.result, default=repr)))
     if record.error is not None:
@@ -288,12 +293,16 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _load_workers(target: str) -> list[Any]:
-    """The workers ``MODULE:ATTR`` names: a worker, or a zero-argument callable returning one
-    or several."""
+def _load_workers(
+    target: str, queues: Sequence[str] = (), concurrency: int | None = None
+) -> list[Any]:
+    """The workers ``MODULE:ATTR`` names: a worker, a zero-argument callable returning one
+    or several, or a :class:`varmq.App` (its worker on ``queues``, every queue of the app when
+    none is named, with ``concurrency``)."""
     import importlib
 
     from ..api.worker import BaseWorker
+    from ..tasks.app import App
 
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
@@ -313,6 +322,16 @@ def _load_workers(target: str) -> list[Any]:
             found = getattr(found, part)
         except AttributeError:
             raise CliError(f"varmq: {module_name!r} has no attribute {attribute!r}") from None
+    if isinstance(found, App):
+        try:
+            # Not started: varmq.run starts it once its signal handlers are in place.
+            return [found.worker(*queues, concurrency=concurrency or 0, auto_run=False)]
+        except OSError as exc:
+            raise _store_unavailable(target, exc) from None
+        except (TypeError, ValueError) as exc:
+            raise CliError(f"varmq: {target}: {_one_line(exc)}") from None
+    if queues or concurrency is not None:
+        raise CliError("varmq: --queue and --concurrency are for an App target (MODULE:APP)")
     if not isinstance(found, BaseWorker) and callable(found):
         try:
             found = found()
@@ -358,7 +377,9 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    workers = _load_workers(args.target)
+    if args.concurrency is not None and args.concurrency < 1:
+        raise CliError(f"varmq: --concurrency must be at least 1, got {args.concurrency}")
+    workers = _load_workers(args.target, args.queue or (), args.concurrency)
     if args.metrics_port is not None:
         try:
             from prometheus_client import start_http_server
@@ -500,14 +521,27 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "worker",
         help="run workers until SIGTERM/SIGINT, then stop them gracefully",
-        description="Import MODULE:ATTR (a worker, or a zero-argument callable returning one "
-        "or several) and run it until SIGTERM or SIGINT. On the first signal the workers stop "
+        description="Import MODULE:ATTR (a worker, a zero-argument callable returning one "
+        "or several, or a varmq.App: a worker running its tasks) and run it until SIGTERM or "
+        "SIGINT. On the first signal the workers stop "
         "taking jobs, hand taken jobs that have not started back to storage, and give running "
         "jobs --grace seconds; a second signal stops waiting. Exit 0 after a clean drain, 1 "
         "when jobs were left running (their leases bring them back elsewhere), 2 for bad "
         "input, 3 when a store was busy or unreachable at start-up.",
     )
-    p.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.jobs:worker")
+    p.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.jobs:worker, myapp.tasks:app")
+    p.add_argument(
+        "--queue",
+        action="append",
+        metavar="Q",
+        help="for an App: run the tasks of this queue (repeat it; every queue of the app if none)",
+    )
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        metavar="N",
+        help="for an App: tasks run at once (default: the CPU count)",
+    )
     p.add_argument("--grace", type=float, default=30.0, help="seconds running jobs get (30)")
     p.add_argument(
         "--log-level",

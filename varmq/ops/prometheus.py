@@ -38,6 +38,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from ..model.states import Status
+from ..tasks.app import all_apps
 from .view import (
     COUNTERS,
     AnyWorker,
@@ -160,9 +161,35 @@ class VarmqCollector(Collector):
             for value in _STATUSES:
                 status.add_metric([worker_name, *extra, value.value], float(value is current))
         yield status
+        yield from self._task_metrics(extra)
         yield from self._queue_metrics(self._queue_rows(workers), extra)
 
     # -- parts ------------------------------------------------------------------------------
+
+    def _task_metrics(self, extra: list[str]) -> Iterator[Metric]:
+        """Runs per task name of every varmq.App of this process (its workers' runs)."""
+        labels = ["task"] + (["process"] if self._process is not None else [])
+        runs = CounterMetricFamily(
+            "varmq_task_runs",
+            "Task runs in this process that ended, by task name and outcome",
+            labels=[*labels, "outcome"],
+        )
+        seconds = CounterMetricFamily(
+            "varmq_task_seconds", "Seconds task runs took in this process", labels=labels
+        )
+        totals: dict[str, list[float]] = {}
+        for app in all_apps():
+            for name, (succeeded, failed, spent) in app.counts.snapshot().items():
+                total = totals.setdefault(name, [0.0, 0.0, 0.0])
+                total[0] += succeeded
+                total[1] += failed
+                total[2] += spent
+        for name, total in sorted(totals.items()):
+            runs.add_metric([name, *extra, "succeeded"], total[0])
+            runs.add_metric([name, *extra, "failed"], total[1])
+            seconds.add_metric([name, *extra], total[2])
+        yield runs
+        yield seconds
 
     def _observe(self, workers: Mapping[str, AnyWorker]) -> None:
         for worker in workers.values():

@@ -182,7 +182,10 @@ class MemorySource(Source):
         return len(self.storage)
 
     def waiting(self) -> int:
-        return len(self.storage) + len(self.delayed)
+        delayed = len(self.delayed)
+        if delayed and self.cancellable:  # a cancelled delayed job must not keep it busy
+            delayed = self.delayed.open_count()
+        return len(self.storage) + delayed
 
     def offer(self, job: Any) -> bool:
         """Put ``job`` in line in the storage, with its priority when the queue has them."""

@@ -312,6 +312,12 @@ class DelayedJobs:
     def __len__(self) -> int:
         return len(self._heap)
 
+    def open_count(self) -> int:
+        """How many held jobs are still open: a job cancelled by id while it waited is closed at
+        once, but leaves the heap only when it falls due."""
+        with self._lock:
+            return sum(1 for _, _, job in self._heap if not job.is_closed())
+
 
 class DeadLetters:
     """Jobs of one in-memory queue that will not be retried, oldest first, bounded by count and

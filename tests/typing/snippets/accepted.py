@@ -69,3 +69,35 @@ assert_type(orders, varmq.TopicQueue[dict[str, Any], varmq.Worker[dict[str, Any]
 assert_type(orders.worker, varmq.Worker[dict[str, Any]])
 assert_type(orders.stats()["dropped"], int)
 topics.bind("orders.#", queue)
+
+app = varmq.App(None, default_queue="emails")
+
+
+@app.task
+def send_email(to: str, subject: str, *, urgent: bool = False) -> int:
+    return len(subject)
+
+
+@app.task(queue="billing", retry=varmq.Retry(max_attempts=3), timeout=30)
+async def charge(customer: int, amount: float) -> dict[str, float]:
+    return {"charged": amount}
+
+
+assert_type(send_email("a@example.com", "hi"), int)
+run = send_email.enqueue("a@example.com", "hi", urgent=True)
+assert_type(run, varmq.TaskRun[int])
+assert_type(run.result(timeout=5), int)
+assert_type(run.status(), varmq.JobRecord)
+assert_type(run.cancel(), bool)
+assert_type(
+    send_email.using(delay=10, job_id="w-1").enqueue("b@example.com", "yo"), varmq.TaskRun[int]
+)
+charged = charge.enqueue(7, 9.5)
+assert_type(charged.result(), dict[str, float])
+by_name = app.enqueue("billing.refund", args=[42], kwargs={"reason": "late"}, queue="billing")
+assert_type(by_name, varmq.TaskRun[Any])
+
+
+async def produce() -> float:
+    later = await charge.enqueue_async(1, 2.0)
+    return (await later.result_async())["charged"]
