@@ -106,6 +106,7 @@ class WorkerOptions(TypedDict, total=False):
     prefetch: int | None
     log_failures: bool
     timeout: float | None
+    hard_timeout: float | None
     on_startup: Callable[[], object] | None
     on_shutdown: Callable[[], object] | None
 
@@ -145,6 +146,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
         prefetch: int | None = None,
         log_failures: bool = True,
         timeout: float | None = None,
+        hard_timeout: float | None = None,
         on_startup: Callable[[], object] | None = None,
         on_shutdown: Callable[[], object] | None = None,
     ) -> None:
@@ -171,10 +173,15 @@ class BaseWorker(MemoryBinding[T, H, G]):
         validate.instance("log_failures", log_failures, bool, none_ok=False)
         if timeout is not None:
             timeout = validate.seconds("timeout", timeout, positive=True)
+        if hard_timeout is not None:
+            hard_timeout = validate.seconds("hard_timeout", hard_timeout, positive=True)
         validate.whole("poison_limit", poison_limit, minimum=1)
         if prefetch is not None:
             validate.whole("prefetch", prefetch, minimum=0)
         self._name = name or ""
+        # Read by varmq.run: how far past its timeout a plain function may run before the
+        # process ends itself (see varmq.ops.service).
+        self._hard_timeout = hard_timeout
         self._on_startup = on_startup
         self._on_shutdown = on_shutdown
         # True while on_shutdown runs (guarded by the dispatcher's lock): a wait for the stop
@@ -688,6 +695,40 @@ class BaseWorker(MemoryBinding[T, H, G]):
         dispatch = self._dispatch
         with dispatch.lock:
             return dispatch.abandoned
+
+    def _oldest_overrun(self) -> tuple[str, str, float | None, float] | None:
+        """The plain function that has run the longest past its job's timeout (or cancel) and
+        still runs: ``(job id, queue, timeout or None for a cancel, seconds past it)``;
+        ``None`` when no function runs past its timeout."""
+        overrun = self._timer.oldest_overrun()
+        if overrun is None:
+            return None
+        seconds = max(time.monotonic() - overrun.since, 0.0)
+        return overrun.job.id, overrun.label, overrun.timeout, seconds
+
+    def _longest_overrun(self) -> float:
+        """Seconds the oldest function still running past its timeout (or cancel) has run
+        past it; 0.0 when none does."""
+        oldest = self._oldest_overrun()
+        return 0.0 if oldest is None else oldest[3]
+
+    def _give_back_running(self, acks: float = 1.0) -> tuple[int, int]:
+        """For :func:`varmq.run` ending the process (``hard_timeout``), the worker stopped:
+        hand the jobs of its storage queues that are taken and not settled (running, or
+        waiting for a slot) back to their storage to be taken again at once, where it can,
+        then give the acknowledgements on their way up to ``acks`` seconds to be sent;
+        ``(handed back, left to their leases)``. Their functions are not stopped: the process
+        ends under them."""
+        dispatch = self._dispatch
+        handed = left = 0
+        for source in list(dispatch.sources):
+            given, kept = source.give_back_running()
+            handed += given
+            left += kept
+        deadline = time.monotonic() + acks
+        while dispatch.acks_pending() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return handed, left
 
     @property
     def num_concurrency(self) -> int:

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("varmq.worker")
 
-__all__ = ["Due", "Timer", "Watch"]
+__all__ = ["Due", "Overrun", "Timer", "Watch"]
 
 # Schedules are looked at this long after an occurrence's time: the wall clock and the
 # monotonic one the timer sleeps on drift apart a little.
@@ -87,6 +87,20 @@ class Watch:
         self.deadline = math.inf if timeout is None else time.monotonic() + timeout
 
 
+class Overrun:
+    """A plain function still running after its job was settled at its timeout (``timeout``)
+    or cancelled by id (``timeout`` ``None``): since when (``since``, monotonic), until its
+    function returns. Made only for such runs."""
+
+    __slots__ = ("job", "label", "since", "timeout")
+
+    def __init__(self, job: Job[Any], label: str, timeout: float | None, since: float) -> None:
+        self.job = job  # kept alive, so that its id is not reused while it is a key
+        self.label = label
+        self.timeout = timeout
+        self.since = since
+
+
 class Timer:
     """Timer thread of one worker; started with the worker, ends when it stops."""
 
@@ -107,6 +121,11 @@ class Timer:
         # takes no lock, and the pop that finds it decides who settles the job when its
         # function returns while a cancel comes.
         self._cancellable: dict[int, Job[Any]] = {}
+        # The runs settled early (at their timeout, or cancelled by id while they ran) whose
+        # function still runs, by id of the job: added when the watch or the tracked job is
+        # taken away to settle it, removed when the function returns (unwatch, untrack), both
+        # under _cv, so that an entry never outlives its function. What hard_timeout measures.
+        self._overruns: dict[int, Overrun] = {}
         # The worker's recurring jobs, in the order they were declared.
         self._schedules: list[Due] = []
         self._planned = 0.0
@@ -167,7 +186,10 @@ class Timer:
     def unwatch(self, entry: Watch) -> bool:
         """The job's function returned: ``False`` if its timeout passed first (it is settled)."""
         with self._cv:
-            return self._watches.pop(id(entry), None) is not None
+            if self._watches.pop(id(entry), None) is not None:
+                return True
+            self._overruns.pop(id(entry.job), None)
+            return False
 
     def track(self, job: Job[Any]) -> None:
         """``job`` (just started, without a timeout) may be cancelled by id while it runs:
@@ -176,21 +198,33 @@ class Timer:
 
     def untrack(self, job: Job[Any]) -> bool:
         """The tracked ``job``'s function returned: ``False`` if a cancel settled it first."""
-        return self._cancellable.pop(id(job), None) is not None
+        if self._cancellable.pop(id(job), None) is not None:
+            return True
+        with self._cv:  # the cancel that took it added its overrun under _cv: it is there now
+            self._overruns.pop(id(job), None)
+        return False
+
+    def oldest_overrun(self) -> Overrun | None:
+        """The run settled early whose function has run on the longest since (``None``: no
+        function runs past its timeout or cancel)."""
+        with self._cv:
+            return min(self._overruns.values(), key=lambda o: o.since, default=None)
 
     def cancel(self, source: Source, job: Job[Any], running: bool = True) -> bool:
         """Settle the watched ``job`` now as cancelled by id, as a timeout would (its
         ``cancelled`` event set, its thread left to finish the function); whether it was
         watched (running, and not settled yet). ``running``: whether its function started."""
         entry: Watch | None
-        if self._cancellable.pop(id(job), None) is not None:
-            entry = Watch(source, job, None)
-        else:
-            with self._cv:
+        with self._cv:
+            if self._cancellable.pop(id(job), None) is not None:
+                entry = Watch(source, job, None)
+            else:
                 entry = next((w for w in self._watches.values() if w.job is job), None)
                 if entry is None:
                     return False
                 del self._watches[id(entry)]
+            if running:
+                self._overruns[id(job)] = Overrun(job, source.label, None, time.monotonic())
         self._settle_early(entry, JobCancelledError(job.id, running=running), timed_out=False)
         return True
 
@@ -200,6 +234,9 @@ class Timer:
             due = [w for w in self._watches.values() if w.deadline <= now]
             for entry in due:
                 del self._watches[id(entry)]
+                self._overruns[id(entry.job)] = Overrun(
+                    entry.job, entry.source.label, entry.timeout, entry.deadline
+                )
             later = min((w.deadline for w in self._watches.values()), default=None)
         for entry in due:
             assert entry.timeout is not None

@@ -264,6 +264,13 @@ class Source:
         """Hand ``job`` (taken, never started) back to the storage; whether it was."""
         return False
 
+    def give_back_running(self) -> tuple[int, int]:
+        """The process is about to end with jobs of this queue still running (a function ran
+        past ``hard_timeout``): hand each of them back to the storage, to be taken again at
+        once, where it can; ``(handed back, left to their leases)``. In-memory queues have
+        nothing to hand back to (their jobs end with the process): ``(0, 0)``."""
+        return 0, 0
+
     def expired_locked(self, job: Job[Any], now: float) -> bool:
         """Whether ``job``, taken and waiting in the buffer, lost its lease and must be dropped
         instead of started (and so it is, here)."""

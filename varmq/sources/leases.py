@@ -71,6 +71,7 @@ class StorageJob(Job[Any]):
         "cancel_seen",
         "checked_at",
         "deadline",
+        "handed_back",
         "lost",
         "renew_at",
         "result",
@@ -80,6 +81,10 @@ class StorageJob(Job[Any]):
     #: The JSON bytes of a result worker's value, set just before the acknowledgement that
     #: records it (job records only; never set otherwise).
     result: bytes
+    #: Set (``True``) when the job was handed back to storage while it ran, the process ending
+    #: (``Leases.let_go``): an acknowledgement of it refused after that is expected, not
+    #: reported. Never set otherwise (read with ``getattr``, only when a settle failed).
+    handed_back: bool
 
     def __init__(self, job_id: str, data: Any, attempt: int, ack_id: str) -> None:
         # Job's fields set here directly: this runs once per job taken.
@@ -200,6 +205,18 @@ class Leases:
         if self._held:
             with self._lock:
                 self._held.pop(id(job), None)
+
+    def let_go(self) -> list[StorageJob]:
+        """Every held job (taken, not settled), no longer renewed and flagged ``lost``, so
+        that one still waiting in the worker's buffer is dropped instead of started: the
+        process is ending (``hard_timeout``) and gives them back."""
+        with self._lock:
+            jobs = list(self._held.values())
+            self._held.clear()
+            for job in jobs:
+                job.lost = True
+                job.handed_back = True
+        return jobs
 
     def cancelled(self, job_id: str) -> list[StorageJob]:
         """The held jobs of ``job_id``, just flagged cancelled in storage through this process,
@@ -493,6 +510,8 @@ class Acknowledgements:
     def _check(self, job: StorageJob, outcome: bool | BaseException) -> None:
         if outcome is True:
             return
+        if outcome is False and getattr(job, "handed_back", False):
+            return  # refused because it was handed back while it ran: it runs again at once
         cause = outcome if isinstance(outcome, BaseException) else None
         self._report(AcknowledgeJobError(job.id, job.ack_id, cause, queue=self._label))
 

@@ -322,6 +322,38 @@ class StorageSource(Source):
         self._acks.leave(job)
         return released
 
+    def give_back_running(self) -> tuple[int, int]:
+        # nack(ack_id, 0): available again at once, and the delivery counts (the job started:
+        # its next take is its next attempt, as after a lease that ran out, so a job that keeps
+        # being interrupted still meets poison_limit and its retry policy). release() does not
+        # count the delivery (it is for jobs never started): the fallback only where the
+        # storage cannot nack. A job whose function returns meanwhile has its acknowledgement
+        # refused (reported): it runs again, as it would after its lease.
+        jobs = self._leases.let_go()
+        storage = self.storage
+        give: Callable[[str], object]
+        if isinstance(storage, INackable):
+            op, give = "nack", lambda ack_id: storage.nack(ack_id, 0.0)
+        elif self.can_release:
+            op, give = "release", storage.release
+        else:
+            for job in jobs:
+                self._acks.leave(job)
+            return 0, len(jobs)
+        handed = 0
+        for job in jobs:
+            try:
+                given = bool(give(job.ack_id))
+            except Exception as exc:
+                self._report(self._unsettled(job.id, job.ack_id, op, exc))
+            else:
+                if given:
+                    handed += 1
+                else:
+                    self._report(self._unsettled(job.id, job.ack_id, op))
+            self._acks.leave(job)  # acknowledgements held for its take go now
+        return handed, len(jobs) - handed
+
     def _unsettled(
         self, job_id: str, ack_id: str, op: str, cause: BaseException | None = None
     ) -> AcknowledgeJobError:
