@@ -14,7 +14,9 @@ out of the process list.
 Exit codes: 0 done; 1 the command ran and failed or was declined (storage error, a queue whose
 storage did not answer, purge not confirmed); 2 bad input: usage errors, no such file, not a
 varmq store, storage unreachable, unknown queue; 3 (``varmq worker``) a store the workers open
-was busy or unreachable at start-up: nothing wrong with the command, try again. Errors are one
+was busy or unreachable at start-up: nothing wrong with the command, try again; 4 (``varmq
+worker``) a job function ran past its timeout by more than ``--hard-timeout``: the process
+ended itself, start a new one. Errors are one
 line on stderr, never a traceback, and name stores by their ``location`` (URLs without
 credentials). Text that came from storage (queue names, job ids, errors, results) is printed
 with its control characters escaped (``\x1b``), so job data cannot move an operator's cursor
@@ -30,12 +32,14 @@ import os
 import re
 import sys
 import time
+import types
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
 from ..contract.protocols import IJobRecords
 from ..model.records import JobRecord, decode_record
+from .command_errors import CliError
 from .stores import StoreError, location, open_store, scrub
 from .view import (
     COUNTS,
@@ -52,14 +56,6 @@ __all__ = ["main"]
 
 STORE_UNAVAILABLE = 3
 """Exit status of ``varmq worker`` when a store was locked or unreachable at start-up."""
-
-
-class CliError(Exception):
-    """A failure to report on one line, with its exit code."""
-
-    def __init__(self, message: str, code: int = 2) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 # C0 and C1 controls, DEL, and the bidirectional overrides that reorder what a terminal shows.
@@ -310,7 +306,16 @@ def _load_workers(
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` does: the project's own modules
     try:
-        found: Any = importlib.import_module(module_name)
+        if module_name.endswith(".py"):
+            # A script's factory (varmq.run(factory, processes=N) from a script): its code runs
+            # under another name than __main__, so its own varmq.run is not called again.
+            import runpy
+
+            found: Any = types.SimpleNamespace(
+                **runpy.run_path(module_name, run_name="__varmq_child__")
+            )
+        else:
+            found = importlib.import_module(module_name)
     except OSError as exc:  # a store it opens is locked or unreachable: busy, not bad input
         raise _store_unavailable(target, exc) from None
     except Exception as exc:  # not found, or the module itself raised while importing
@@ -379,26 +384,48 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     )
     if args.concurrency is not None and args.concurrency < 1:
         raise CliError(f"varmq: --concurrency must be at least 1, got {args.concurrency}")
-    workers = _load_workers(args.target, args.queue or (), args.concurrency)
-    if args.metrics_port is not None:
-        try:
-            from prometheus_client import start_http_server
+    processes = _processes(args.processes)
+    if processes > 1:
+        from .fleet import run_fleet
 
-            from .prometheus import VarmqCollector
-        except ImportError:
-            raise CliError(
-                "varmq: --metrics-port needs the prometheus extra: pip install 'varmq[prometheus]'"
-            ) from None
-        VarmqCollector(workers)
+        return run_fleet(args, processes)
+    from .supervisor import watch_parent
+
+    watch_parent()  # a child of a supervisor stops once its supervisor is gone
+    workers = _load_workers(args.target, args.queue or (), args.concurrency)
+    if args.hard_timeout is not None:
+        from .service import apply_hard_timeout
+
         try:
-            start_http_server(args.metrics_port, addr=args.metrics_host)
-        except OSError as exc:
-            raise CliError(
-                f"varmq: --metrics-host {args.metrics_host} --metrics-port {args.metrics_port}: "
-                f"cannot serve metrics there: {exc.strerror or exc}"
-            ) from None
+            apply_hard_timeout(workers, args.hard_timeout, option="--hard-timeout")
+        except (TypeError, ValueError) as exc:
+            raise CliError(str(exc)) from None
+    if args.metrics_port is not None:
+        from .fleet_metrics import write_port
+        from .metrics_server import serve_metrics
+
+        write_port(serve_metrics(args, lambda registry: _collect(registry, workers)))
     logging.getLogger("varmq.service").info("%s", _starting(workers, args))
     return run(*workers, grace=args.grace)
+
+
+def _processes(value: str) -> int:
+    """``--processes``: a count, or ``auto`` for the CPU count."""
+    if value == "auto":
+        return os.cpu_count() or 1
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise CliError(f"varmq: --processes takes a count of at least 1 or auto, got {value!r}")
+    return count
+
+
+def _collect(registry: Any, workers: list[Any]) -> None:
+    from .prometheus import VarmqCollector
+
+    VarmqCollector(workers, registry=registry)
 
 
 def _starting(workers: list[Any], args: argparse.Namespace) -> str:
@@ -514,7 +541,8 @@ def _parser() -> argparse.ArgumentParser:
         "URL, or a URL an installed adapter takes; or leave URL out and give --url-file FILE "
         "or the environment variable VARMQ_URL, which keep a password out of the process "
         "list. stats, watch, dead and job open it read-only. "
-        "Exit codes: 0 ok, 1 failed or not confirmed, 2 bad input, 3 store busy at start-up.",
+        "Exit codes: 0 ok, 1 failed or not confirmed, 2 bad input, 3 store busy at start-up, "
+        "4 (worker) a job ran past its hard timeout.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -527,7 +555,10 @@ def _parser() -> argparse.ArgumentParser:
         "taking jobs, hand taken jobs that have not started back to storage, and give running "
         "jobs --grace seconds; a second signal stops waiting. Exit 0 after a clean drain, 1 "
         "when jobs were left running (their leases bring them back elsewhere), 2 for bad "
-        "input, 3 when a store was busy or unreachable at start-up.",
+        "input, 3 when a store was busy or unreachable at start-up, 4 when a job function ran "
+        "past its timeout by more than --hard-timeout (or its worker's hard_timeout): the "
+        "process ended itself; start a new one. With --processes N, a supervisor runs N such "
+        "processes and exits with the worst of their statuses.",
     )
     p.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.jobs:worker, myapp.tasks:app")
     p.add_argument(
@@ -543,6 +574,22 @@ def _parser() -> argparse.ArgumentParser:
         help="for an App: tasks run at once (default: the CPU count)",
     )
     p.add_argument("--grace", type=float, default=30.0, help="seconds running jobs get (30)")
+    p.add_argument(
+        "--hard-timeout",
+        type=float,
+        metavar="S",
+        help="end this process (exit 4) when a plain job function runs S seconds past its "
+        "job's timeout, its other running jobs handed back to storage first (sets hard_timeout "
+        "on each worker that has none); with --processes the supervisor starts a new child",
+    )
+    p.add_argument(
+        "--processes",
+        default="1",
+        metavar="N",
+        help="run N consumer processes under one supervisor (auto: one per CPU; default 1, "
+        "this process): it restarts a child that dies, forwards SIGTERM/SIGINT to all, and "
+        "exits with the worst child status",
+    )
     p.add_argument(
         "--log-level",
         default="info",

@@ -20,6 +20,7 @@ What an operator's process manager (systemd, Docker, Kubernetes) expects of a co
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import signal
@@ -32,6 +33,7 @@ from typing import Any
 from ..api.worker import BaseWorker
 from ..model import validate
 from ..model.states import Status
+from .supervisor import HARD_TIMEOUT
 
 __all__ = ["run", "run_async"]
 
@@ -43,6 +45,16 @@ Hook = Callable[[], Any]
 # Exit statuses of run(): every running job finished in time; some were left to their leases.
 CLEAN = 0
 ABANDONED = 1
+# HARD_TIMEOUT (4, from the supervisor, which restarts a child that exits with it): a plain
+# function ran past its job's timeout by more than its worker's hard_timeout, and the process
+# ended itself. (2 and 3 are the command's: bad input, a store busy at start-up.)
+
+# How long the workers' on_shutdown hooks may take once a hard timeout ends the process: the
+# point is to end it, so a hook that hangs is not waited for.
+_HARD_HOOKS = 5.0
+# How long acknowledgements still on their way (held for their take, or being sent) may take
+# to reach the storage before a hard timeout ends the process.
+_HARD_ACKS = 1.0
 
 
 class _Shutdown:
@@ -144,14 +156,156 @@ def _summary(workers: list[AnyWorker], started: float, shutdown: _Shutdown) -> i
     return CLEAN
 
 
+def apply_hard_timeout(
+    workers: Sequence[AnyWorker], seconds: float | None, *, option: str = "hard_timeout"
+) -> None:
+    """``varmq worker --hard-timeout S``: give ``seconds`` as ``hard_timeout`` to each of
+    ``workers`` that has none of its own (``None``: nothing changes). Raises ``TypeError`` or
+    ``ValueError``, naming ``option``, unless ``seconds`` is a positive finite number."""
+    if seconds is None:
+        return
+    limit = validate.seconds(option, seconds, positive=True)
+    for worker in workers:
+        if worker._hard_timeout is None:
+            worker._hard_timeout = limit
+
+
+class _Overrun:
+    """A plain function found running past its job's timeout (or cancel) by more than its
+    worker's ``hard_timeout``."""
+
+    def __init__(
+        self,
+        worker: AnyWorker,
+        job_id: str,
+        queue: str,
+        timeout: float | None,
+        seconds: float,
+        limit: float,
+    ) -> None:
+        self.worker = worker
+        self.job_id = job_id
+        self.queue = queue
+        self.timeout = timeout
+        self.seconds = seconds
+        self.limit = limit
+
+    def line(self) -> str:
+        """The one ERROR line that says why the process ends."""
+        past = "its timeout" if self.timeout is not None else "its cancellation"
+        job = f"job {self.job_id!r}" if self.job_id else "a job without an id"
+        settled = (
+            f"timeout {self.timeout:g} s; the job was failed as timed out at its timeout, "
+            "retried or dead-lettered by its policy"
+            if self.timeout is not None
+            else "cancelled by id; the job was settled as cancelled"
+        )
+        return (
+            f"varmq: ending this process: a job function ran {self.seconds:.2f} s past {past}, "
+            f"beyond hard_timeout={self.limit:g} (worker {self.worker._label}, "
+            f"{job} of queue {self.queue!r}, {settled}); the other running jobs go back to "
+            f"storage where it can take them, and the process exits {HARD_TIMEOUT}"
+        )
+
+
+class _HardLimit:
+    """Watches the workers' functions running past their timeout, for ``hard_timeout``."""
+
+    def __init__(self, workers: list[AnyWorker]) -> None:
+        self._workers = [w for w in workers if w._hard_timeout is not None]
+        limits = [w._hard_timeout for w in self._workers if w._hard_timeout is not None]
+        # How often to look: the exit comes at most this long after the limit (and no
+        # more often than 50 times a second).
+        self.period: float | None = max(min(0.5, min(limits) / 5), 0.02) if limits else None
+        self.overrun: _Overrun | None = None
+
+    def tripped(self) -> bool:
+        """Whether a function of a worker with a ``hard_timeout`` ran past it (sticky)."""
+        if self.overrun is None:
+            for worker in self._workers:
+                limit = worker._hard_timeout
+                oldest = worker._oldest_overrun()
+                if limit is not None and oldest is not None and oldest[3] > limit:
+                    self.overrun = _Overrun(worker, *oldest, limit)
+                    break
+        return self.overrun is not None
+
+
+def _end_hard(
+    workers: list[AnyWorker], hooks: list[Hook], overrun: _Overrun, shutdown: _Shutdown
+) -> int:
+    """A function ran past its worker's ``hard_timeout``: stop every worker as SIGTERM does
+    (taken jobs not started go back to storage), but give the running functions no grace:
+    their jobs go back to storage at once where it can take them (``nack`` with no delay, so
+    the delivery counts), else they are left to their leases; acknowledgements on their way
+    get a moment, the workers' hooks run (for at most ``_HARD_HOOKS`` seconds). The exit
+    status, :data:`HARD_TIMEOUT`.
+
+    The functions still running are left to the process's exit: the threads that run plain
+    job functions are daemon threads, so returning the status (and the command's exit with it)
+    ends the process under them; no ``os._exit`` is needed, and log handlers and the store's
+    own hooks get their normal shutdown."""
+    log.error("%s", overrun.line())
+    began = time.monotonic()
+    if not shutdown.requested.is_set():
+        shutdown.signal_name = "hard_timeout"
+        _stop(workers, shutdown)
+    handed = left = 0
+    for worker in workers:
+        given, kept = worker._give_back_running(_HARD_ACKS)
+        handed += given
+        left += kept
+    hooking = threading.Thread(
+        target=_run_hooks, args=(hooks,), name="varmq:hard-timeout:hooks", daemon=True
+    )
+    hooking.start()
+    hooking.join(_HARD_HOOKS)
+    if hooking.is_alive():
+        log.warning(
+            "varmq: the on_shutdown hooks did not end within %g s; not waited for", _HARD_HOOKS
+        )
+    completed = sum(w.metrics.completed for w in workers)
+    released = sum(w.metrics.released for w in workers)
+    unsettled = sum(w.metrics.unacknowledged for w in workers)
+    leases = (
+        f", {left} left to {'its lease' if left == 1 else 'their leases'} (their storage "
+        "cannot take a running job back: they run again once the lease runs out)"
+        if left
+        else ""
+    )
+    log.warning(
+        "varmq: stopped %s in %.1f s after hard_timeout: %s completed, %d taken %s handed "
+        "back to storage, %d running %s handed back to storage to run again at once%s, %d not "
+        "acknowledged; functions still running end with the process (exit status %d)",
+        plural(len(workers), "worker"),
+        time.monotonic() - began,
+        plural(completed, "job"),
+        released,
+        "job" if released == 1 else "jobs",
+        handed,
+        "job" if handed == 1 else "jobs",
+        leases,
+        unsettled,
+        HARD_TIMEOUT,
+    )
+    return HARD_TIMEOUT
+
+
 def run(
-    worker: AnyWorker,
+    worker: AnyWorker | Callable[[], Any],
     *workers: AnyWorker,
     grace: float = 30.0,
     on_startup: Hook | None = None,
     on_shutdown: Hook | None = None,
+    processes: int = 1,
 ) -> int:
     """Run ``worker`` (and ``workers``) until SIGTERM or SIGINT, then stop them gracefully.
+
+    With ``processes`` above 1, ``worker`` is a zero-argument factory defined at the top level
+    of a module (or of the script being run) returning the workers: this process becomes a
+    supervisor of that many children, each importing the factory and running its workers as
+    ``varmq worker MODULE:FACTORY --processes N`` does (docs/deploy.md); the hooks are then
+    the children's business (give the workers their own).
 
     Blocks; call it from the main thread (signals are delivered there). Returns the exit
     status: 0 when every running job finished within ``grace`` seconds and was acknowledged, 1
@@ -159,7 +313,15 @@ def run(
     process, is what a lease protects). ``on_startup`` runs before the workers start,
     ``on_shutdown`` after they stopped (or the grace ended). The workers' own ``on_shutdown``
     hooks wait for every worker given here to stop, then run once each.
+
+    A worker with ``hard_timeout`` ends the process when one of its plain functions runs that
+    many seconds past its job's timeout (the job already failed as timed out): one ERROR line,
+    the workers stopped as on SIGTERM but with no grace (their running jobs go back to
+    storage at once where it can take them, else to their leases), and the status 4
+    (:data:`HARD_TIMEOUT`), for a supervisor to start a fresh process.
     """
+    if processes != 1:
+        return _run_processes(worker, workers, grace, on_startup, on_shutdown, processes)
     every = _check((worker, *workers), grace)
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError(
@@ -177,26 +339,55 @@ def run(
         if on_startup is not None:
             on_startup()
         _start(every)
-        while not shutdown.requested.wait(0.5):  # a timeout, so that signal handlers run
-            pass
-        started = _stop(every, shutdown)
-        deadline = started + grace
-        for each in every:
-            while not each.wait_until_stopped(timeout=0.1):
-                if shutdown.forced.is_set() or time.monotonic() >= deadline:
-                    break
-        # A function past its timeout still runs after its worker stopped: it has the grace.
-        while not _settled(every) and not shutdown.forced.wait(0.05):
-            if time.monotonic() >= deadline:
+        hard = _HardLimit(every)
+        # A timeout, so that signal handlers run (and, with a hard_timeout, to look at it).
+        while not shutdown.requested.wait(hard.period or 0.5):
+            if hard.tripped():
                 break
-        _run_hooks(hooks)
-        status = _summary(every, started, shutdown)
+        if not hard.tripped():
+            started = _stop(every, shutdown)
+            deadline = started + grace
+            for each in every:
+                while not each.wait_until_stopped(timeout=0.1):
+                    if shutdown.forced.is_set() or time.monotonic() >= deadline or hard.tripped():
+                        break
+            # A function past its timeout still runs after its worker stopped: it has the grace
+            # (within its hard_timeout).
+            while not _settled(every) and not shutdown.forced.wait(0.05):
+                if time.monotonic() >= deadline or hard.tripped():
+                    break
+        if hard.overrun is not None:
+            status = _end_hard(every, hooks, hard.overrun, shutdown)
+        else:
+            _run_hooks(hooks)
+            status = _summary(every, started, shutdown)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if on_shutdown is not None:
         on_shutdown()
     return status
+
+
+def _run_processes(
+    factory: Any,
+    workers: tuple[AnyWorker, ...],
+    grace: float,
+    on_startup: Hook | None,
+    on_shutdown: Hook | None,
+    processes: int,
+) -> int:
+    from .supervisor import supervise_factory
+
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"varmq.run: processes must be a count of at least 1, got {processes!r}")
+    if workers or isinstance(factory, BaseWorker) or on_startup or on_shutdown:
+        raise TypeError(
+            "varmq.run(factory, processes=N) takes one zero-argument factory that each child "
+            "calls (workers made here cannot cross into another process), and no hooks"
+        )
+    validate.seconds("grace", grace)
+    return supervise_factory(factory, processes, grace)
 
 
 async def run_async(
@@ -208,7 +399,8 @@ async def run_async(
 ) -> int:
     """:func:`run` for an asyncio program: the running loop handles SIGTERM and SIGINT.
 
-    The hooks may be plain or ``async def`` functions. Returns the exit status as :func:`run`.
+    The hooks may be plain or ``async def`` functions. Returns the exit status as :func:`run`,
+    ``hard_timeout`` included.
     """
     every = _check((worker, *workers), grace)
     loop = asyncio.get_running_loop()
@@ -227,15 +419,26 @@ async def run_async(
     try:
         await _call(on_startup)
         _start(every)
-        await asked.wait()
-        started = _stop(every, shutdown)
-        deadline = started + grace
-        while not _settled(every):
-            if shutdown.forced.is_set() or time.monotonic() >= deadline:
-                break
-            await asyncio.sleep(0.05)
-        await asyncio.to_thread(_run_hooks, hooks)  # a store's close may block
-        status = _summary(every, started, shutdown)
+        hard = _HardLimit(every)
+        if hard.period is None:
+            await asked.wait()
+        else:
+            while not asked.is_set() and not hard.tripped():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asked.wait(), hard.period)
+        if not hard.tripped():
+            started = _stop(every, shutdown)
+            deadline = started + grace
+            while not _settled(every):
+                if shutdown.forced.is_set() or time.monotonic() >= deadline or hard.tripped():
+                    break
+                await asyncio.sleep(0.05)
+        if hard.overrun is not None:
+            # Storage calls and the hooks: off the loop.
+            status = await asyncio.to_thread(_end_hard, every, hooks, hard.overrun, shutdown)
+        else:
+            await asyncio.to_thread(_run_hooks, hooks)  # a store's close may block
+            status = _summary(every, started, shutdown)
     finally:
         for sig in installed:
             loop.remove_signal_handler(sig)
