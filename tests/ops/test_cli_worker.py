@@ -248,3 +248,23 @@ def test_an_app_target_gives_its_worker_on_the_queues_named(
     assert [row["name"] for row in worker.queue_stats()] == ["billing"]
     with pytest.raises(CliError, match="for an App target"):
         _load_workers("app_tasks:app.tasks", ["mail"], None)
+
+
+def test_sigterm_while_the_module_imports_ends_the_command_cleanly(project: Path) -> None:
+    (project / "slow_import.py").write_text(
+        "import threading, varmq\n"
+        "print('importing', flush=True)\n"
+        "threading.Event().wait(30)  # a start-up that takes its time (a store, a model)\n"
+        "worker = varmq.new_worker(lambda job: None, auto_run=False)\n"
+        "worker.bind_queue()\n"
+    )
+    process = _start(project, "slow_import:worker")
+    try:
+        _wait_for_line(process, "importing")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(20) == 0  # heard, not fatal: before the fix, killed (-15)
+        assert process.stderr is not None
+        assert "SIGTERM during start-up: not starting" in process.stderr.read()
+    finally:
+        process.kill()
+        process.wait()

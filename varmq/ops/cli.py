@@ -30,7 +30,9 @@ import dataclasses
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -392,21 +394,45 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
     from .supervisor import watch_parent
 
     watch_parent()  # a child of a supervisor stops once its supervisor is gone
-    workers = _load_workers(args.target, args.queue or (), args.concurrency)
-    if args.hard_timeout is not None:
-        from .service import apply_hard_timeout
 
-        try:
-            apply_hard_timeout(workers, args.hard_timeout, option="--hard-timeout")
-        except (TypeError, ValueError) as exc:
-            raise CliError(str(exc)) from None
-    if args.metrics_port is not None:
-        from .fleet_metrics import write_port
-        from .metrics_server import serve_metrics
+    # A stop asked for while the module imports (a supervisor stopping a child it just
+    # started, an operator quick on Ctrl-C) ends the command at once, cleanly: nothing runs
+    # yet. run() replaces this handler with its own before it starts any worker.
+    def stop_start_up(signum: int, frame: object) -> None:
+        raise _StoppedAtStartUp(signal.Signals(signum).name)
 
-        write_port(serve_metrics(args, lambda registry: _collect(registry, workers)))
-    logging.getLogger("varmq.service").info("%s", _starting(workers, args))
-    return run(*workers, grace=args.grace)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # where signals are handled
+        previous = {
+            sig: signal.signal(sig, stop_start_up) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
+    try:
+        workers = _load_workers(args.target, args.queue or (), args.concurrency)
+        if args.hard_timeout is not None:
+            from .service import apply_hard_timeout
+
+            try:
+                apply_hard_timeout(workers, args.hard_timeout, option="--hard-timeout")
+            except (TypeError, ValueError) as exc:
+                raise CliError(str(exc)) from None
+        if args.metrics_port is not None:
+            from .fleet_metrics import write_port
+            from .metrics_server import serve_metrics
+
+            write_port(serve_metrics(args, lambda registry: _collect(registry, workers)))
+        logging.getLogger("varmq.service").info("%s", _starting(workers, args))
+        return run(*workers, grace=args.grace)
+    except _StoppedAtStartUp as stopped:
+        logging.getLogger("varmq.service").info("varmq: %s during start-up: not starting", stopped)
+        return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class _StoppedAtStartUp(BaseException):
+    """SIGTERM or SIGINT came before the workers started (a BaseException: no ``except
+    Exception`` of the module being imported swallows it)."""
 
 
 def _processes(value: str) -> int:
