@@ -18,7 +18,7 @@ import pytest
 
 import varmq
 from varmq.contract import envelope
-from varmq.ops import service
+from varmq.ops import hard_limit, service
 from varmq.testing import MemoryStorage
 
 WAIT = 10.0
@@ -173,7 +173,7 @@ def test_without_hard_timeout_an_overrun_ends_nothing(release: threading.Event) 
     try:
         worker.bind_queue().add(None)
         _until(lambda: worker._longest_overrun() > 0.3, "a long overrun")
-        limit = service._HardLimit([worker])
+        limit = hard_limit.HardLimit([worker])
         assert limit.period is None
         assert not limit.tripped() and limit.overrun is None
     finally:

@@ -33,6 +33,8 @@ from typing import Any
 from ..api.worker import BaseWorker
 from ..model import validate
 from ..model.states import Status
+from .hard_limit import HardLimit, Overrun
+from .hard_limit import apply_hard_timeout as apply_hard_timeout
 from .supervisor import HARD_TIMEOUT
 
 __all__ = ["run", "run_async"]
@@ -156,83 +158,8 @@ def _summary(workers: list[AnyWorker], started: float, shutdown: _Shutdown) -> i
     return CLEAN
 
 
-def apply_hard_timeout(
-    workers: Sequence[AnyWorker], seconds: float | None, *, option: str = "hard_timeout"
-) -> None:
-    """``varmq worker --hard-timeout S``: give ``seconds`` as ``hard_timeout`` to each of
-    ``workers`` that has none of its own (``None``: nothing changes). Raises ``TypeError`` or
-    ``ValueError``, naming ``option``, unless ``seconds`` is a positive finite number."""
-    if seconds is None:
-        return
-    limit = validate.seconds(option, seconds, positive=True)
-    for worker in workers:
-        if worker._hard_timeout is None:
-            worker._hard_timeout = limit
-
-
-class _Overrun:
-    """A plain function found running past its job's timeout (or cancel) by more than its
-    worker's ``hard_timeout``."""
-
-    def __init__(
-        self,
-        worker: AnyWorker,
-        job_id: str,
-        queue: str,
-        timeout: float | None,
-        seconds: float,
-        limit: float,
-    ) -> None:
-        self.worker = worker
-        self.job_id = job_id
-        self.queue = queue
-        self.timeout = timeout
-        self.seconds = seconds
-        self.limit = limit
-
-    def line(self) -> str:
-        """The one ERROR line that says why the process ends."""
-        past = "its timeout" if self.timeout is not None else "its cancellation"
-        job = f"job {self.job_id!r}" if self.job_id else "a job without an id"
-        settled = (
-            f"timeout {self.timeout:g} s; the job was failed as timed out at its timeout, "
-            "retried or dead-lettered by its policy"
-            if self.timeout is not None
-            else "cancelled by id; the job was settled as cancelled"
-        )
-        return (
-            f"varmq: ending this process: a job function ran {self.seconds:.2f} s past {past}, "
-            f"beyond hard_timeout={self.limit:g} (worker {self.worker._label}, "
-            f"{job} of queue {self.queue!r}, {settled}); the other running jobs go back to "
-            f"storage where it can take them, and the process exits {HARD_TIMEOUT}"
-        )
-
-
-class _HardLimit:
-    """Watches the workers' functions running past their timeout, for ``hard_timeout``."""
-
-    def __init__(self, workers: list[AnyWorker]) -> None:
-        self._workers = [w for w in workers if w._hard_timeout is not None]
-        limits = [w._hard_timeout for w in self._workers if w._hard_timeout is not None]
-        # How often to look: the exit comes at most this long after the limit (and no
-        # more often than 50 times a second).
-        self.period: float | None = max(min(0.5, min(limits) / 5), 0.02) if limits else None
-        self.overrun: _Overrun | None = None
-
-    def tripped(self) -> bool:
-        """Whether a function of a worker with a ``hard_timeout`` ran past it (sticky)."""
-        if self.overrun is None:
-            for worker in self._workers:
-                limit = worker._hard_timeout
-                oldest = worker._oldest_overrun()
-                if limit is not None and oldest is not None and oldest[3] > limit:
-                    self.overrun = _Overrun(worker, *oldest, limit)
-                    break
-        return self.overrun is not None
-
-
 def _end_hard(
-    workers: list[AnyWorker], hooks: list[Hook], overrun: _Overrun, shutdown: _Shutdown
+    workers: list[AnyWorker], hooks: list[Hook], overrun: Overrun, shutdown: _Shutdown
 ) -> int:
     """A function ran past its worker's ``hard_timeout``: stop every worker as SIGTERM does
     (taken jobs not started go back to storage), but give the running functions no grace:
@@ -339,7 +266,7 @@ def run(
         if on_startup is not None:
             on_startup()
         _start(every)
-        hard = _HardLimit(every)
+        hard = HardLimit(every)
         # A timeout, so that signal handlers run (and, with a hard_timeout, to look at it).
         while not shutdown.requested.wait(hard.period or 0.5):
             if hard.tripped():
@@ -419,7 +346,7 @@ async def run_async(
     try:
         await _call(on_startup)
         _start(every)
-        hard = _HardLimit(every)
+        hard = HardLimit(every)
         if hard.period is None:
             await asked.wait()
         else:

@@ -14,10 +14,8 @@ or a job is stored.
 from __future__ import annotations
 
 import inspect
-import math
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -29,10 +27,11 @@ from ..api.handles import Producer, no_id
 from ..api.storage_queues import DistributedPriorityQueue
 from ..api.worker import ResultWorker, WorkerOptions
 from ..contract.protocols import IDistributedPriorityQueue
+from ..model import validate
 from ..model.retry import Retry
 from .arguments import TaskSignature, to_json_value
 from .runner import TaskCounts, TaskRunner
-from .task import AsyncTask, Task, TaskRun
+from .task import AsyncTask, Task, TaskRun, new_job_id
 
 __all__ = ["DEFAULT_KEEP_RESULTS", "App", "AppQueue", "all_apps"]
 
@@ -89,14 +88,6 @@ class _ScheduleSpec:
     data: dict[str, Any]
 
 
-def _positive_seconds(what: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise TypeError(f"varmq: {what} must be a number of seconds, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"varmq: {what} must be above 0 (a task's run is read by id), got {value}")
-    return float(value)
-
-
 def _default_name(fn: Callable[..., Any]) -> str:
     module = getattr(fn, "__module__", None) or "__main__"
     qualname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
@@ -133,7 +124,6 @@ class App:
         self._queues: dict[str, AppQueue] = {}
         self._schedules: list[_ScheduleSpec] = []
         self._workers: list[tuple[ResultWorker[Any, Any], tuple[str, ...]]] = []
-        self._memory_worker_of: dict[str, ResultWorker[Any, Any]] = {}
         self.counts = TaskCounts()
         """Runs per task name in this process (``snapshot()``), for operators."""
         _APPS.add(self)
@@ -215,15 +205,14 @@ class App:
             raise ValueError(f"varmq: task {task_name!r}: queue must be a name, got {queue!r}")
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise TypeError(f"varmq: task {task_name!r}: priority must be an int, got {priority!r}")
-        if retry is not None and not isinstance(retry, Retry):
-            raise TypeError(
-                f"varmq: task {task_name!r}: retry must be a varmq.Retry, got {retry!r}"
-            )
+        validate.instance(f"task {task_name!r}: retry", retry, Retry)
         if timeout is not None:
-            timeout = _positive_seconds(f"task {task_name!r}: timeout", timeout)
+            timeout = validate.seconds(f"task {task_name!r}: timeout", timeout, positive=True)
         keep = DEFAULT_KEEP_RESULTS
-        if keep_results is not None:
-            keep = _positive_seconds(f"task {task_name!r}: keep_results", keep_results)
+        if keep_results is not None:  # above 0: a task's run is followed through its record
+            keep = validate.seconds(
+                f"task {task_name!r}: keep_results", keep_results, positive=True
+            )
         kind = AsyncTask if inspect.iscoroutinefunction(fn) else Task
         made: Task[Any, Any] = kind(
             self,
@@ -317,7 +306,7 @@ class App:
         except TypeError as exc:
             raise TypeError(f"varmq: task {name!r}: {exc}") from None
         target = self._queue(queue or self.default_queue)
-        made_id = job_id or _fresh_id()
+        made_id = job_id or new_job_id()
         target.handle().add(data, priority or 0, job_id=made_id, delay=delay, strict=True)
         return TaskRun(made_id, target, None)
 
@@ -355,7 +344,8 @@ class App:
         worker: ResultWorker[Any, Any] = ResultWorker(fn, concurrency, **worker_options)
         with self._lock:
             if self.store is None:
-                taken = [q.name for q in declared if q.name in self._memory_worker_of]
+                bound = {name for _, queues in self._workers for name in queues}
+                taken = [q.name for q in declared if q.name in bound]
                 if taken:
                     raise ValueError(
                         f"varmq: in-memory queue {taken[0]!r} is bound to a worker already "
@@ -365,7 +355,6 @@ class App:
                     queue._handle = worker.bind_priority_queue(
                         name=queue.name, keep_results=queue.keep_results
                     )
-                    self._memory_worker_of[queue.name] = worker
             else:
                 for queue in declared:
                     worker.with_distributed_priority_queue(
@@ -459,7 +448,3 @@ def _where(fn: Callable[..., Any]) -> str:
     if code is None:
         return f"{module}.{qualname}"
     return f"{module}.{qualname} ({code.co_filename}:{code.co_firstlineno})"
-
-
-def _fresh_id() -> str:
-    return uuid.uuid4().hex

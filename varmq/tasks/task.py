@@ -128,7 +128,8 @@ class CallOptions:
 _NO_OPTIONS = CallOptions()
 
 
-def _new_id() -> str:
+def new_job_id() -> str:
+    """A fresh job id for a call enqueued without one: every call has a record to follow."""
     return uuid.uuid4().hex
 
 
@@ -228,7 +229,7 @@ class Task(Generic[P, R]):
         queue = self.app._queue(options.queue or self.queue)
         priority = self.priority if options.priority is None else options.priority
         add = {
-            "job_id": options.job_id or _new_id(),
+            "job_id": options.job_id or new_job_id(),
             "delay": options.delay,
             "timeout": self.timeout,
             "strict": True,  # a refusal raises EnqueueError: a run is never made for nothing
