@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from redis.cluster import RedisCluster
 
-from varmq.contract import envelope
+from varmq.contract import envelope, observe
 from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
 from varmq.contract.rules import check
 from varmq.contract.rules import check_name as check_queue_name
@@ -216,6 +216,14 @@ class Topics:
         """Store a copy of ``data`` in every bound queue whose pattern matches ``name``, in
         one step with reading the bindings (Redis Cluster: one dedup enqueue per copy); how
         many copies were stored. Live subscribers connected now receive it too."""
+        return observe.observed_publish(
+            name, message_id, lambda trace: self._publish(name, data, message_id, trace)
+        )
+
+    def _publish(
+        self, name: str, data: Any, message_id: str | None, trace: dict[str, str] | None
+    ) -> int:
+        """:meth:`publish`, storing ``trace`` with each copy."""
         routing = self._routing
         dedup = message_id is not None
         # A name routed before was checked then: its route is kept until the bindings change.
@@ -229,7 +237,7 @@ class Topics:
                 f"{self._subject}: message_id must be a non-empty str, got {message_id!r} "
                 f"({type(message_id).__name__})"
             )
-        copies = _copies(self._subject, name, data)
+        copies = _copies(self._subject, name, data, trace)
         data_json = copies.data_json
         if self._cluster:
             live = f"{json.dumps([name, message_id], ensure_ascii=False)[:-1]},{data_json}]"
@@ -242,7 +250,14 @@ class Topics:
             if route is None:
                 route = self._new_route(routing, name, dedup)
             keep = self._keep_ms if message_id else 0
-            args = (*route.head, message_id or b"", data_bytes, self._id_prefix_bytes, keep)
+            args = (
+                *route.head,
+                message_id or b"",
+                data_bytes,
+                self._id_prefix_bytes,
+                keep,
+                copies.trace_json.encode(),
+            )
             reply = self._run(route.what, route.keys, "publish", *args, *route.queues)
             if reply[0] >= 0:
                 return int(reply[0])
@@ -736,10 +751,11 @@ def _member(pattern: str, queue: str) -> str:
     return json.dumps([pattern, queue], ensure_ascii=False)
 
 
-def _copies(subject: str, name: str, data: Any) -> envelope.Copies:
-    """The envelopes of the copies of ``data``; ``TypeError`` when it cannot be stored."""
+def _copies(subject: str, name: str, data: Any, trace: dict[str, str] | None) -> envelope.Copies:
+    """The envelopes of the copies of ``data`` (with the publish's trace context, if any);
+    ``TypeError`` when it cannot be stored."""
     try:
-        return envelope.Copies(data)
+        return envelope.Copies(data, trace)
     except TypeError as exc:
         raise TypeError(f"{subject}: publish to {name!r}: {exc}") from None
 

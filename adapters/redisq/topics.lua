@@ -41,8 +41,9 @@ ARGV[1] command name, ARGV[2] now in integer ms from a test clock ("" = the serv
   publish       ARGV[3] the bindings version the caller routed by, ARGV[4] live channel,
                 ARGV[5] topic name, ARGV[6] message id ("" = none: no dedup), ARGV[7] data
                 (JSON text), ARGV[8] job id prefix for copies without a message id, ARGV[9]
-                how long the message id is kept (ms; 0: not kept), then ARGV[10..] the queue
-                names, one per copy
+                how long the message id is kept (ms; 0: not kept), ARGV[10] the trace context
+                of the publish (JSON text; "": none), then ARGV[11..] the queue names, one per
+                copy
                                                         -> {-1, version} when the bindings
                                                            changed since the caller read them
                                                            (nothing stored: route again),
@@ -65,7 +66,8 @@ channel. Whatever was stored, the publish is announced to live subscribers.
 
 A copy's bytes are the job envelope of varmq.contract.envelope, written here because the data
 (ARGV[7], JSON text encoded once by envelope.data_json) meets each copy's job id only in Redis:
-{"id":<the job id as a JSON string>,"status":"Created","data":<ARGV[7]>}, byte for byte what
+{"id":<the job id as a JSON string>,"status":"Created","data":<ARGV[7]>} (then
+,"trace":<ARGV[10]> when a trace context was given), byte for byte what
 envelope.Copies writes in Python. This is the one writer of the envelope outside Python; the
 conformance suite decodes what every storage's publish stored.
 ]]
@@ -109,15 +111,17 @@ if command == 'publish' then
   local id_head = string.format('%015d', now)
   local registry = KEYS[5]
   local sequence = call('INCR', KEYS[3])
-  local tail = ',"status":"Created","data":' .. data .. '}'
-  local copies = #ARGV - 9
+  -- ARGV[10]: the publish's trace context as JSON text (envelope.Copies.trace_json), "": none.
+  local trace = ARGV[10] ~= '' and (',"trace":' .. ARGV[10]) or ''
+  local tail = ',"status":"Created","data":' .. data .. trace .. '}'
+  local copies = #ARGV - 10
   local stride = copies > 0 and (#KEYS - 5) / copies or 0
   local dedup = stride == 6
   local stored = 0
   local base = 5
   for i = 1, copies do
     local meta, ready, payloads = KEYS[base + 1], KEYS[base + 2], KEYS[base + 3]
-    local queue = ARGV[9 + i]
+    local queue = ARGV[10 + i]
     local job_id, dedup_key, job_ids, seq
     if dedup then
       dedup_key, job_ids, seq = KEYS[base + 4], KEYS[base + 5], KEYS[base + 6]

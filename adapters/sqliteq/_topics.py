@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from varmq.contract import envelope
+from varmq.contract import envelope, observe
 from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
 from varmq.contract.rules import check
 from varmq.contract.rules import check_name as check_queue_name
@@ -120,13 +120,21 @@ class Topics:
         """Store a copy of ``data`` in every bound queue whose pattern matches ``name``, in
         one transaction with reading the bindings; how many copies were stored (0 for a
         publish retried with the same ``message_id`` while its copies are stored)."""
+        return observe.observed_publish(
+            name, message_id, lambda trace: self._publish(name, data, message_id, trace)
+        )
+
+    def _publish(
+        self, name: str, data: Any, message_id: str | None, trace: dict[str, str] | None
+    ) -> int:
+        """:meth:`publish`, storing ``trace`` with each copy."""
         words = check_name(name)
         if message_id is not None and (not isinstance(message_id, str) or not message_id):
             raise TypeError(
                 f"{self._subject}: message_id must be a non-empty str, got {message_id!r} "
                 f"({type(message_id).__name__})"
             )
-        copies = _copies(self._subject, name, data)
+        copies = _copies(self._subject, name, data, trace)
         registered = self._registered
         added: list[str] = []
         keep_ms = self._dedup_ttl_ms if message_id else 0
@@ -212,9 +220,10 @@ def _rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return [(str(p), str(q)) for p, q in conn.execute(_sql.TOPIC_BINDINGS)]
 
 
-def _copies(subject: str, name: str, data: Any) -> envelope.Copies:
-    """The envelopes of the copies of ``data``; ``TypeError`` when it cannot be stored."""
+def _copies(subject: str, name: str, data: Any, trace: dict[str, str] | None) -> envelope.Copies:
+    """The envelopes of the copies of ``data`` (with the publish's trace context, if any);
+    ``TypeError`` when it cannot be stored."""
     try:
-        return envelope.Copies(data)
+        return envelope.Copies(data, trace)
     except TypeError as exc:
         raise TypeError(f"{subject}: publish to {name!r}: {exc}") from None

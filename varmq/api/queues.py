@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, cast
 
 from typing_extensions import TypeVar
 
+from ..contract import observe
 from ..engine.dispatch import Forks
 from ..engine.fastpath import hand_over
 from ..model.errors import EnqueueError
@@ -109,6 +110,8 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
     def _add_plain(self, data: Any, priority: int | None, strict: bool) -> H | None:
         """The common add, with no id, delay or timeout of its own, to a queue without job
         records: what :meth:`_add` does for it, in fewer steps (it runs once per job)."""
+        if observe.OBSERVER is not None:
+            return self._add(data, priority, None, 0.0, strict, None)
         dispatch = self._dispatch
         if dispatch.forks != Forks.count:
             dispatch.check_process()
@@ -151,6 +154,28 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
         strict: bool,
         timeout: float | None,
     ) -> H | None:
+        observer = observe.OBSERVER
+        if observer is None:
+            return self._add_job(data, priority, job_id, wait, strict, timeout, None)
+        send = observer.send(self._source.label, "send", job_id)
+        try:
+            job = self._add_job(data, priority, job_id, wait, strict, timeout, send.carrier)
+        except BaseException as exc:
+            send.end(job_id, exc, False)
+            raise
+        send.end(job_id if job is None else job.id, None, job is not None)
+        return job
+
+    def _add_job(
+        self,
+        data: Any,
+        priority: int | None,
+        job_id: str | None,
+        wait: float,
+        strict: bool,
+        timeout: float | None,
+        trace: dict[str, str] | None,
+    ) -> H | None:
         dispatch = self._dispatch
         if dispatch.forks != Forks.count:
             dispatch.check_process()
@@ -161,6 +186,8 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
                 return cast(H, holder)  # already in the queue (see _holder): nothing added
         if timeout is not None:
             job._set_timeout(timeout)
+        if trace:
+            job._more().trace = trace
         if not self._offer(job, priority, wait):
             self._refuse(job, strict)
             return None

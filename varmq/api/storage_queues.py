@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple
 
 from typing_extensions import TypeVar
 
-from ..contract import envelope
+from ..contract import envelope, observe
 from ..contract.protocols import (
     IAsyncEnqueue,
     IDeadLetterable,
@@ -123,6 +123,7 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         job_id: str | None,
         wait: float,
         timeout: float | None,
+        trace: dict[str, str] | None = None,
     ) -> _Write:
         """Check and encode an add: which storage call to make, and with what."""
         producer = self._producer
@@ -130,7 +131,7 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
             producer.dispatch.check_process()
         job_id = job_id or producer.next_id()
         try:
-            raw = envelope.encode(job_id, data, producer.to_json, timeout)
+            raw = envelope.encode(job_id, data, producer.to_json, timeout, trace)
         except (TypeError, ValueError) as exc:
             # A programming error, not a storage refusal: say so where the job is added.
             raise type(exc)(f"varmq: queue {self._label!r}: job {job_id!r}: {exc}") from exc
@@ -166,7 +167,19 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         strict: bool,
         timeout: float | None,
     ) -> bool:
-        return self._send(self._write(data, priority, job_id, wait, timeout), strict)
+        observer = observe.OBSERVER
+        if observer is None:
+            return self._send(self._write(data, priority, job_id, wait, timeout), strict)
+        # Traced: the job carries its producer's trace context.
+        send = observer.send(self._label, "send", job_id)
+        try:
+            write = self._write(data, priority, job_id, wait, timeout, send.carrier)
+            ok = self._send(write, strict)
+        except BaseException as exc:
+            send.end(job_id, exc, False)
+            raise
+        send.end(write.job_id, None, ok)
+        return ok
 
     def _send(self, write: _Write, strict: bool) -> bool:
         """Make the storage call of ``write``; its answer accounted (:meth:`_stored`)."""
@@ -187,7 +200,23 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         strict: bool,
         timeout: float | None,
     ) -> bool:
-        write = self._write(data, priority, job_id, wait, timeout)
+        observer = observe.OBSERVER
+        if observer is None:
+            return await self._send_async(
+                self._write(data, priority, job_id, wait, timeout), strict
+            )
+        send = observer.send(self._label, "send", job_id)
+        try:
+            write = self._write(data, priority, job_id, wait, timeout, send.carrier)
+            ok = await self._send_async(write, strict)
+        except BaseException as exc:
+            send.end(job_id, exc, False)
+            raise
+        send.end(write.job_id, None, ok)
+        return ok
+
+    async def _send_async(self, write: _Write, strict: bool) -> bool:
+        """:meth:`_send` for an event loop."""
         try:
             if write.call_async is not None:
                 ok = bool(await write.call_async(*write.args))
@@ -208,9 +237,20 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         storage = self._storage
         if not isinstance(storage, IScheduleMarks):
             return self._add(data, priority, job_id, 0.0, True, None)
-        dedup = self._write(data, priority, job_id, 0.0, None)
-        args = (dedup.args[0], job_id, schedule, occurrence, priority)
-        return self._send(_Write(job_id, 0.0, storage.enqueue_occurrence, None, args), True)
+        observer = observe.OBSERVER
+        send = None if observer is None else observer.send(self._label, "occurrence", job_id)
+        try:
+            trace = None if send is None else send.carrier
+            dedup = self._write(data, priority, job_id, 0.0, None, trace)
+            args = (dedup.args[0], job_id, schedule, occurrence, priority)
+            ok = self._send(_Write(job_id, 0.0, storage.enqueue_occurrence, None, args), True)
+        except BaseException as exc:
+            if send is not None:
+                send.end(job_id, exc, False)
+            raise
+        if send is not None:
+            send.end(job_id, None, ok)
+        return ok
 
     def _failed(self, write: _Write, exc: Exception) -> bool:
         """A storage error: raised, ``strict`` or not. ``False`` would read as "full" or
@@ -268,7 +308,7 @@ class _StorageHandle(Handle, FollowJobs, Generic[T]):
         letters = []
         for entry in self._dead_letter_store().dead_letters(limit):
             try:
-                job_id, data, _ = envelope.decode(entry["item"])
+                job_id, data = envelope.decode(entry["item"])[:2]
             except envelope.EnvelopeError:
                 job_id, data = "", entry["item"]
             letters.append(

@@ -1,7 +1,11 @@
 """The JSON envelope a job is stored in: ``{"id": .., "status": "Created", "data": ..}``.
 
 Upstream's three fields come first; a job added with a ``timeout`` also carries
-``"timeout": <seconds>`` after them, so a producer can set it for the consumer. The only place
+``"timeout": <seconds>`` after them, so a producer can set it for the consumer, and a job added
+while tracing is on carries ``"trace": {"traceparent": .., "tracestate": ..}`` (the W3C trace
+context of its producer, :mod:`varmq.model.tracing`). Both are optional: a consumer that does not
+know a field ignores it, and a ``"trace"`` that is not an object of strings is dropped rather
+than failing the job (it only joins traces). The only place
 in Python that turns jobs into bytes and back: queue handles :func:`encode` a job, sources
 :func:`decode` it, and storage topics write the copies of a publish with :class:`Copies` (the
 data encoded once, each copy only its id). One writer lives outside Python: redisq's
@@ -29,11 +33,13 @@ class EnvelopeError(ValueError):
 
 
 class Envelope(NamedTuple):
-    """A decoded envelope: the job's id, its data, and its timeout (seconds) if it has one."""
+    """A decoded envelope: the job's id, its data, its timeout (seconds) if it has one, and the
+    trace context its producer stored, if any."""
 
     id: str
     data: Any
     timeout: float | None = None
+    trace: dict[str, str] | None = None
 
 
 def _default(value: Any) -> Any:
@@ -56,6 +62,7 @@ def encode(
     data: Any,
     to_json: Callable[[Any], Any] | None = None,
     timeout: float | None = None,
+    trace: dict[str, str] | None = None,
 ) -> bytes:
     """Encode a job as envelope bytes.
 
@@ -72,6 +79,8 @@ def encode(
     fields = {"id": job_id, "status": "Created", "data": data}
     if timeout is not None:
         fields["timeout"] = timeout
+    if trace:
+        fields["trace"] = trace
     try:
         return JSON_ENCODER.encode(fields).encode("utf-8")
     except TypeError as exc:
@@ -92,12 +101,13 @@ class Copies:
     value JSON cannot hold (NaN, infinity), text that is not valid Unicode, nesting too deep.
     """
 
-    __slots__ = ("_tail", "data_json")
+    __slots__ = ("_tail", "data_json", "trace_json")
 
-    def __init__(self, data: Any) -> None:
+    def __init__(self, data: Any, trace: dict[str, str] | None = None) -> None:
         try:
             text = JSON_ENCODER.encode(data)
-            tail = f',"status":"Created","data":{text}}}'.encode()
+            more = f',"trace":{JSON_ENCODER.encode(trace)}' if trace else ""
+            tail = f',"status":"Created","data":{text}{more}}}'.encode()
         except UnicodeEncodeError as exc:
             raise TypeError(f"data holds text that is not valid Unicode: {exc.reason}") from None
         except RecursionError:
@@ -106,6 +116,8 @@ class Copies:
             raise TypeError(f"data is not JSON-encodable: {exc}") from None
         #: The data alone as JSON text (what the ``"data"`` field holds).
         self.data_json = text
+        #: The trace context as JSON text (what the ``"trace"`` field holds; "" for none).
+        self.trace_json = more[9:]
         self._tail = tail
 
     def of(self, job_id: str) -> bytes:
@@ -138,4 +150,10 @@ def decode(raw: bytes | bytearray | memoryview | str) -> Envelope:
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
     ):
         raise EnvelopeError(f"field 'timeout' is not a number of seconds > 0: {timeout!r}")
-    return Envelope(job_id, obj["data"], None if timeout is None else float(timeout))
+    trace = obj.get("trace")
+    if trace is not None and not (
+        isinstance(trace, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in trace.items())
+    ):
+        trace = None
+    return Envelope(job_id, obj["data"], None if timeout is None else float(timeout), trace)

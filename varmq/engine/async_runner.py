@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..contract import observe
+from ..model import tracing
 from ..model.errors import JobCancelledError, JobTimeoutError
 from ..model.jobs import CURRENT_JOB, Job
 from ..model.loops import LOOP_IDENTS, LOOP_THREAD
@@ -187,6 +189,8 @@ class AsyncRunner:
         timed_out = cancelled = False
         ran = True
         started = dispatch.run_started(source, job)
+        observer = observe.OBSERVER
+        attempt = None if observer is None else tracing.begin_attempt(observer, source.label, job)
         # varmq.current_job(): this task's own context (a copy made when it was created), so
         # the job's function, and the task _run_within makes for it, see this job only.
         current = CURRENT_JOB.set(job)
@@ -203,10 +207,13 @@ class AsyncRunner:
         except BaseException as exc:
             value, error = None, exc
         CURRENT_JOB.reset(current)
+        if attempt is not None:
+            attempt.detach()
         if started:
             dispatch.run_ended(source, job, started)
+        settled: Outcome | None
         try:
-            outcome = await source.settle_async(job, value, error, self._io)
+            outcome = settled = await source.settle_async(job, value, error, self._io)
         except Exception:
             log.exception(
                 "varmq: worker %s could not settle job %r of queue %r; its slot is given back "
@@ -215,7 +222,9 @@ class AsyncRunner:
                 job.id,
                 source.label,
             )
-            outcome = Outcome.FAILED
+            outcome, settled = Outcome.FAILED, None
+        if attempt is not None:
+            tracing.end_attempt(job, error, settled)
         with dispatch.lock:
             dispatch.finish_locked(source, outcome, timed_out=timed_out)
             if dispatch.in_flight == 0 and dispatch.state is _STOPPING:

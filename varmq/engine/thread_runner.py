@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..contract import observe
+from ..model import tracing
 from ..model.jobs import CURRENT_JOB, Job
 from ..model.loops import LOOP_THREAD
 from ..model.retry import Outcome
@@ -200,6 +202,8 @@ class ThreadRunner:
             return None
         dispatch = self._dispatch
         started = dispatch.run_started(source, job) if dispatch.metrics.observing else 0.0
+        observer = observe.OBSERVER
+        attempt = None if observer is None else tracing.begin_attempt(observer, source.label, job)
         current = CURRENT_JOB.set(job)  # varmq.current_job(); ~0.1 us with its reset
         try:
             value = self._fn(job)
@@ -207,6 +211,8 @@ class ThreadRunner:
         except BaseException as exc:
             value, error = None, exc
         CURRENT_JOB.reset(current)
+        if attempt is not None:
+            attempt.detach()
         if started:
             dispatch.run_ended(source, job, started)
         if watch is not None:
@@ -215,9 +221,15 @@ class ThreadRunner:
         elif cancellable and not self._timer().untrack(job):
             return None  # a cancel came first: settled
         try:
-            return source.settle(job, value, error)
+            outcome = source.settle(job, value, error)
         except Exception:
-            return self._settle_failed(source, job)
+            outcome = self._settle_failed(source, job)
+            if attempt is not None:
+                tracing.end_attempt(job, error, None)
+            return outcome
+        if attempt is not None:
+            tracing.end_attempt(job, error, outcome)
+        return outcome
 
     def _settle_failed(self, source: Source, job: Job[Any]) -> Outcome:
         """Settling raised (a fault of varmq or of the storage, not of the job): the slot is

@@ -34,6 +34,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..model import tracing
 from ..model.errors import JobCancelledError, JobTimeoutError
 from ..model.jobs import Job
 from ..model.retry import Outcome
@@ -249,11 +250,13 @@ class Timer:
         the function returns."""
         job, source = entry.job, entry.source
         job._request_cancel()
+        settled: Outcome | None
         try:
-            outcome = source.settle(job, None, error)
+            outcome = settled = source.settle(job, None, error)
         except Exception:
             log.exception("varmq: settling stopped job %r of %r failed", job.id, source.label)
-            outcome = Outcome.FAILED
+            outcome, settled = Outcome.FAILED, None
+        tracing.end_attempt(job, error, settled)  # observed: ended at its settle, not its return
         with self._dispatch.lock:
             self._dispatch.timed_out_locked(outcome, timed_out)
 

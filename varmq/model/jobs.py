@@ -28,6 +28,7 @@ from .loops import LOOP_IDENTS, on_a_loop, resolve
 from .progress import NOWHERE, ProgressWriter, check_progress, writer_of
 
 if TYPE_CHECKING:
+    from ..contract.observe import Attempt
     from .groups import Group
 
 __all__ = [
@@ -66,16 +67,21 @@ _PROCESSING, _CLOSED = JobStatus.PROCESSING, JobStatus.CLOSED
 
 
 class _Extra:
-    """What few jobs have: a timeout of their own, a ``cancelled`` event. Kept out of every job's
-    own fields so that a job without them costs less memory (a million queued jobs)."""
+    """What few jobs have: a timeout of their own, a ``cancelled`` event, a trace context. Kept
+    out of every job's own fields so that a job without them costs less memory (a million queued
+    jobs)."""
 
-    __slots__ = ("halt", "timeout")
+    __slots__ = ("attempt", "halt", "timeout", "trace")
 
     def __init__(self) -> None:
         #: Seconds the job may run (``add(timeout=)`` or the envelope); None: the worker's.
         self.timeout: float | None = None
         #: None until someone asks for ``cancelled``; then its Event; True if set before that.
         self.halt: threading.Event | bool | None = None
+        #: The trace context its producer stored with it (varmq.model.tracing); None: none.
+        self.trace: dict[str, str] | None = None
+        #: The observed run under way (varmq.model.tracing.Attempt); None: none.
+        self.attempt: Attempt | None = None
 
 
 class _ProgressExtra(_Extra):
@@ -88,6 +94,7 @@ class _ProgressExtra(_Extra):
         super().__init__()
         if extra is not None:
             self.timeout, self.halt = extra.timeout, extra.halt
+            self.trace, self.attempt = extra.trace, extra.attempt
         #: The job's writer (varmq.model.progress), NOWHERE while it runs from a queue that
         #: keeps no progress; None until it was looked for while the job ran.
         self.progress: ProgressWriter | None = None

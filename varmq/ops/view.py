@@ -284,7 +284,7 @@ def dead_letter_rows(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any
         raw = record.get("item", b"")
         item = bytes(raw) if isinstance(raw, bytes | bytearray | memoryview) else str(raw).encode()
         try:
-            job_id, data, _ = envelope.decode(item)
+            job_id, data = envelope.decode(item)[:2]
         except envelope.EnvelopeError:
             job_id, data = "", None
         rows.append(

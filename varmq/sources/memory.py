@@ -159,7 +159,7 @@ class MemorySource(Source):
     def _decoded(self, item: Any) -> Job[Any] | None:
         if isinstance(item, bytes | bytearray | str):
             try:
-                job_id, data, timeout = envelope.decode(item)
+                job_id, data, timeout, trace = envelope.decode(item)
                 if self.decode is not None:
                     data = self.decode(data)
             except Exception as exc:
@@ -168,6 +168,8 @@ class MemorySource(Source):
             job = Job(job_id, data)
             if timeout is not None:
                 job._set_timeout(timeout)
+            if trace is not None:
+                job._more().trace = trace
             return job
         self._report(FailedToCastJobError(self.label, item))
         return None

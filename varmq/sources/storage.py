@@ -186,7 +186,7 @@ class StorageSource(Source):
             self._report(FailedToCastJobError(self.label, item))
             return None
         try:
-            job_id, data, timeout = envelope.decode(item)
+            job_id, data, timeout, trace = envelope.decode(item)
             if self.decode is not None:
                 data = self.decode(data)
         except Exception as exc:
@@ -200,6 +200,8 @@ class StorageSource(Source):
         job = StorageJob(job_id, data, attempt, ack_id)
         if timeout is not None:
             job._set_timeout(timeout)
+        if trace is not None:
+            job._more().trace = trace
         return job
 
     def taken_locked(self, n: int, delivered: int, jobs: list[Job[Any]]) -> None:

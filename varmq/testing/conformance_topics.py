@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import varmq
-from varmq.contract import envelope
+from varmq.contract import envelope, observe
 from varmq.contract.protocols import (
     DEFAULT_TOPIC_DEDUP_TTL,
     ILiveSubscription,
@@ -54,6 +54,31 @@ def _eventually(predicate: Callable[[], bool], what: str) -> None:
     while not predicate():
         assert time.monotonic() < deadline, what
         time.sleep(0.01)
+
+
+class _Observer:
+    """An observer (varmq.contract.observe) that hands every publish ``carrier`` and records
+    how each ended."""
+
+    def __init__(self, carrier: dict[str, str]) -> None:
+        self.carrier = carrier
+        self.ended: list[tuple[str, str | None, bool]] = []
+
+    def send(self, destination: str, operation: str, job_id: str | None) -> Any:
+        observer = self
+
+        class Send:
+            carrier = observer.carrier
+
+            def end(self, job_id: str | None, error: BaseException | None, stored: bool) -> None:
+                assert error is None, error
+                observer.ended.append((destination, job_id, stored))
+
+        assert operation == "publish"
+        return Send()
+
+    def process(self, destination: str, job: Any, carrier: Any) -> None:
+        return None
 
 
 class TopicConformance(SuiteBase):
@@ -100,6 +125,30 @@ class TopicConformance(SuiteBase):
         got = _envelopes(every_q)
         assert [e.data for e in got] == [{"n": 1}, {"n": 2}, {"n": 3}]
         assert all(e.id for e in got) and len({e.id for e in got}) == 3
+
+    @pytest.mark.parametrize("message_id", [None, "traced-1"])
+    def test_an_observed_publish_stores_its_trace_context_with_every_copy(
+        self, harness: StorageHarness, message_id: str | None
+    ) -> None:
+        topics = self.topics(harness)
+        word, first, second = fresh_word(), fresh_name(), fresh_name()
+        queues = [self.open(harness, FIFO, name) for name in (first, second)]
+        assert topics.bind(f"{word}.#", first)
+        assert topics.bind(f"{word}.#", second)
+        carrier = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+        observer = _Observer(carrier)
+        observe.install(observer)
+        try:
+            assert topics.publish(f"{word}.created", {"n": 1}, message_id=message_id) == 2
+        finally:
+            observe.uninstall(observer)
+        assert observer.ended == [(f"{word}.created", message_id, True)]
+        for q in queues:
+            [copy] = _envelopes(q)
+            assert copy.data == {"n": 1}
+            assert copy.trace == carrier
+        assert topics.publish(f"{word}.created", {"n": 2}) == 2
+        assert [e.trace for q in queues for e in _envelopes(q)] == [None, None]
 
     def test_every_store_object_honours_the_bindings_made_through_another(
         self, harness: StorageHarness

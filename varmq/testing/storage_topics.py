@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from varmq import Subscription, Topics
-from varmq.contract import envelope
+from varmq.contract import envelope, observe
 from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
 from varmq.contract.rules import check
 from varmq.contract.rules import check_name as check_queue_name
@@ -140,6 +140,14 @@ class ReferenceTopics:
         """Store a copy of ``data`` in every bound queue whose pattern matches ``name``, all
         in one step; how many copies were stored (a copy whose job id is stored already is
         not stored again). Live subscribers connected now receive it too."""
+        return observe.observed_publish(
+            name, message_id, lambda trace: self._publish(name, data, message_id, trace)
+        )
+
+    def _publish(
+        self, name: str, data: Any, message_id: str | None, trace: dict[str, str] | None
+    ) -> int:
+        """:meth:`publish`, storing ``trace`` with each copy."""
         words = check_name(name)
         if message_id is not None and (not isinstance(message_id, str) or not message_id):
             raise TypeError(
@@ -147,7 +155,7 @@ class ReferenceTopics:
                 f"({type(message_id).__name__})"
             )
         try:
-            copies = envelope.Copies(data)
+            copies = envelope.Copies(data, trace)
         except TypeError as exc:
             raise TypeError(f"{self._subject}: publish to {name!r}: {exc}") from None
         self.faults.reach()
@@ -176,7 +184,7 @@ class ReferenceTopics:
             except Exception:
                 _log.warning("topics: a queue subscriber raised; ignored", exc_info=True)
         if connected:
-            state.live.publish(name, data, message_id=message_id)
+            state.live._publish(name, data, message_id)  # the relay: not a publish of its own
         return stored
 
     # -- live subscribers ----------------------------------------------------------------

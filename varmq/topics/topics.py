@@ -37,6 +37,7 @@ import time
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+from ..contract import observe
 from ..contract.topic_names import ON_FULL, OnFull, PatternTrie, check_name, check_pattern, copy_id
 from ..model import validate
 from ..model.errors import SubscriberFullError
@@ -132,6 +133,14 @@ class Topics:
         ``block_timeout``, and the :class:`~varmq.EnqueueError` of a bound queue that refused
         its copy; the other copies are made first.
         """
+        if observe.OBSERVER is None:
+            return self._publish(name, data, message_id)
+        return observe.observed_publish(
+            name, message_id, lambda _: self._publish(name, data, message_id)
+        )
+
+    def _publish(self, name: str, data: Any, message_id: str | None) -> int:
+        """:meth:`publish`."""
         if message_id is not None:
             return self._publish_once(name, data, message_id)
         message = (name, data, None)

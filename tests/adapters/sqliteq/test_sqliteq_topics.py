@@ -98,7 +98,7 @@ def test_a_publish_in_another_process_wakes_a_subscriber_and_is_stored_once(
         assert woke.wait(10), "the copy stored by another process was not announced"
         item = q.dequeue()
         assert item is not None
-        assert envelope.decode(item) == ("order-7@orders", {"n": 7}, None)
+        assert envelope.decode(item) == ("order-7@orders", {"n": 7}, None, None)
         assert q.dequeue() is None
 
 
