@@ -8,6 +8,7 @@ sends SIGTERM.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -20,6 +21,7 @@ import pytest
 import varmq
 
 _MODULE = """
+import logging
 import os
 import threading
 
@@ -67,6 +69,22 @@ def overrunning():
     over = varmq.new_worker(slow, 1, name="over", auto_run=False, timeout=0.05)
     over.bind_queue().add(float(os.environ.get("OVERRUN", "60")))
     return over
+
+
+def charge(job):
+    logging.getLogger("svc.jobs").info("charging %s", job.data["args"][0])
+    if job.data["args"][0] == 13:
+        raise ValueError("card declined")
+    if job.data["args"][0] == 99:
+        print("ran", flush=True)
+
+
+def charging():
+    payer = varmq.new_worker(charge, 1, name="payer", auto_run=False, log_failures=True)
+    payments = payer.bind_queue()
+    payments.add({"task": "charge", "args": [13], "kwargs": {}}, job_id="pay-13")
+    payments.add({"task": "charge", "args": [99], "kwargs": {}}, job_id="pay-99")
+    return payer
 
 
 not_a_worker = 42
@@ -268,3 +286,29 @@ def test_sigterm_while_the_module_imports_ends_the_command_cleanly(project: Path
     finally:
         process.kill()
         process.wait()
+
+
+def test_json_log_lines_name_the_queue_job_attempt_and_task_of_each_job(project: Path) -> None:
+    process = _start(project, "svc_jobs:charging", "--grace", "5", "--log-format", "json")
+    try:
+        _wait_for_line(process, "ran")
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err
+    lines = [json.loads(line) for line in err.splitlines()]  # every line is one JSON object
+    about = {
+        (line["job_id"], line["message"].split(":")[0]): line for line in lines if "job_id" in line
+    }
+    charging = about[("pay-13", "charging 13")]
+    failed = next(
+        line for (job, _), line in about.items() if job == "pay-13" and line is not charging
+    )
+    for line in (charging, failed, about[("pay-99", "charging 99")]):
+        assert line["attempt"] == 1
+        assert line["task"] == "charge"
+        assert line["queue"]
+    assert charging["logger"] == "svc.jobs" and charging["level"] == "INFO"
+    assert failed["level"] == "WARNING" and "ValueError: card declined" in failed["exception"]
+    assert any("varmq: starting" in line["message"] for line in lines)

@@ -40,6 +40,7 @@ from ..model.metrics import Metrics
 from ..model.retry import Retry
 from ..model.states import State, Status
 from ..model.strategy import Strategy
+from ..model.tracing import task_of
 from ..sources.base import Source
 from .binder import Binder
 from .binding import MemoryBinding, StorageBinding
@@ -279,6 +280,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
                 exc,
                 # An error the worker made (a timeout) has no traceback: the message says all.
                 exc_info=(type(exc), exc, exc.__traceback__) if exc.__traceback__ else None,
+                extra=_job_fields(job),
             )
         with self._errors_lock:
             if self._errors.full():
@@ -770,6 +772,16 @@ _STORAGE_HANDLES = (
     DistributedQueue,
     DistributedPriorityQueue,
 )
+
+
+def _job_fields(job: FailedJob) -> dict[str, Any]:
+    """The fields a structured log line about ``job`` carries (varmq.ops.json_logs)."""
+    return {
+        "varmq_queue": job.queue,
+        "varmq_job_id": job.id,
+        "varmq_attempt": job.attempt,
+        "varmq_task": task_of(job.data),
+    }
 
 
 def _adder(handle: Any, data: Any, name: str) -> Callable[[str, float], object]:

@@ -426,6 +426,13 @@ def _parser() -> argparse.ArgumentParser:
         choices=["debug", "info", "warning", "error"],
         help="logging level (info)",
     )
+    p.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text lines, or one JSON object per line with the queue, job id, attempt, task "
+        "and (when varmq.otel traces) the trace and span ids of the job it is about (text)",
+    )
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     p.add_argument(
         "--metrics-host",

@@ -24,6 +24,9 @@ def child_arguments(args: argparse.Namespace) -> list[str]:
     """The ``varmq`` arguments of one child: this command's, without ``--processes``; a child
     serves its metrics on a loopback port of its own choosing when the fleet serves any."""
     argv = ["worker", args.target, "--grace", repr(args.grace), "--log-level", args.log_level]
+    log_format = getattr(args, "log_format", "text")
+    if log_format != "text":
+        argv += ["--log-format", log_format]
     for queue in args.queue or ():
         argv += ["--queue", queue]
     if args.concurrency is not None:

@@ -111,9 +111,14 @@ def cmd_worker(args: argparse.Namespace, out: TextIO) -> int:
 
     if args.grace < 0:
         raise CliError(f"varmq: --grace must be >= 0 seconds, got {args.grace}")
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    if getattr(args, "log_format", "text") == "json":
+        from .json_logs import use_json_logs
+
+        use_json_logs(args.log_level)
+    else:
+        logging.basicConfig(
+            level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
     if args.concurrency is not None and args.concurrency < 1:
         raise CliError(f"varmq: --concurrency must be at least 1, got {args.concurrency}")
     processes = _processes(args.processes)
