@@ -42,6 +42,7 @@ _KEY_SUFFIXES = (
     "records",
     "outcomes",
     "record_expiry",
+    "rate",
 )
 # Where redisq keeps the name and kind of every queue ever opened: one HASH, outside any queue's
 # hash tag (it is one key, so it lives on one node of a cluster and needs no script).

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from varmq.contract.batching import GroupCommit
-from varmq.contract.protocols import DeadLetterRecord, QueueStats, StoredJobRecord
+from varmq.contract.protocols import DeadLetterRecord, QueueStats, RateStats, StoredJobRecord
 from varmq.contract.rules import (
     QueueSettings,
     as_bytes,
@@ -90,6 +90,14 @@ class _StoredQueue:
         self._max_payload = settings.max_payload
         self._keep_ms = round(settings.keep_results * 1000) if settings.keep_results > 0 else 0
         self._records_limit = min(settings.keep_results_limit, _MAX_SCRIPT_COUNT)
+        self._rate_limit = settings.rate_limit
+        # The take's rate arguments (count, window ms; "0" for none) and the wait its last
+        # limited take reported (seconds; a float write is atomic).
+        if settings.rate_limit is None:
+            self._rate_args: tuple[int, int] = (0, 0)
+        else:
+            self._rate_args = (settings.rate_limit[0], max(1, round(settings.rate_limit[1] * 1000)))
+        self._throttled_for = 0.0
         # Protects _closed's flip and _listening: the (channel, callback) pairs this object
         # subscribed through the listener, dropped on close.
         self._subscribers_lock = threading.Lock()
@@ -327,7 +335,7 @@ class _StoredQueue:
         """Take one job for good, without a lease; ``None`` when there is nothing to take."""
         if self._closed:
             return None
-        result = self._run("dequeue", _RECOVER_PER_CALL, self._records_limit)
+        result = self._run("dequeue", _RECOVER_PER_CALL, self._records_limit, *self._rate_args)
         return None if result is FAILED or result is None else bytes(result)
 
     def dequeue_batch_with_attempts(self, n: int) -> list[tuple[bytes, str, int]]:
@@ -338,10 +346,19 @@ class _StoredQueue:
         prefix = secrets.token_hex(12)
         count = min(n, _MAX_SCRIPT_COUNT)
         result = self._run(
-            "take", count, self._lease_ms, prefix, _RECOVER_PER_CALL, self._records_limit
+            "take",
+            count,
+            self._lease_ms,
+            prefix,
+            _RECOVER_PER_CALL,
+            self._records_limit,
+            *self._rate_args,
         )
         if result is FAILED:
             return []
+        if self._rate_limit is not None:
+            self._throttled_for = int(result[0]) / 1000.0
+            result = result[1:]
         return [
             (bytes(result[i]), _text(result[i + 1]), int(result[i + 2]))
             for i in range(0, len(result), 3)
@@ -547,17 +564,32 @@ class _StoredQueue:
         All zeros once ``Queues`` is closed; raises ``RedisUnavailableError`` while Redis
         cannot answer, never made-up zeros.
         """
-        result = self._run("stats")
+        result = self._run("stats", self._rate_args[1])
         if result is FAILED:
             return {"waiting": 0, "in_flight": 0, "delayed": 0, "dead": 0, "oldest_age": 0.0}
-        waiting, in_flight, delayed, dead, oldest, now = (int(value) for value in result)
-        return {
+        waiting, in_flight, delayed, dead, oldest, now, used = (int(value) for value in result)
+        stats: RateStats = {
             "waiting": waiting,
             "in_flight": in_flight,
             "delayed": delayed,
             "dead": dead,
             "oldest_age": max(0.0, (now - oldest) / 1000.0) if oldest >= 0 else 0.0,
         }
+        if self._rate_limit is not None:
+            stats["rate_window_used"] = used
+            stats["throttled"] = used >= self._rate_limit[0] and waiting > 0
+        return stats
+
+    @property
+    def rate_limit(self) -> tuple[int, float] | None:
+        """``(count, seconds)``: at most ``count`` jobs start in any window of ``seconds``,
+        across every consumer of the server; ``None``: no limit."""
+        return self._rate_limit
+
+    def throttled_for(self) -> float:
+        """Seconds until the rate window lets another job start, as this object's last take
+        saw it (0.0 unless the limit cut that take short)."""
+        return self._throttled_for
 
     def purge(self) -> None:
         """Remove every waiting job (jobs in flight, delayed jobs not yet due and dead letters

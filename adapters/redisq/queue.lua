@@ -44,6 +44,10 @@ KEYS (strings, built by redisq/_keys.py; <q> stands for "redisq:{<escaped name>}
                                    end first when every object of the queue has the same
                                    keep_results (as varmq.contract.protocols asks); keep_results_limit
                                    drops from its head too
+  KEYS[18] <q>:rate        ZSET    lease token -> when it was taken (ms), for a queue opened with
+                                   rate_limit: the starts of the current window (a take drops
+                                   those older than the window, and those later than now, left
+                                   by a server clock that stepped back)
 
   job id       string.format('%015d%016d', available at (ms), INCR seq): the first 15 digits are
                when the job becomes (or became) available: now for an enqueue, the due time for a
@@ -137,8 +141,15 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
                                                            "enqueued" once when any was stored
   take     ARGV[3] n (>= 1), ARGV[4] lease length ms (n), ARGV[5] token prefix,
            ARGV[6] max expired leases to recover and max due jobs to promote first (n),
-           ARGV[7] records limit (n)                    -> flat {payload, token, attempts, ...}
-  dequeue  ARGV[3] max expired leases / due jobs to move first, ARGV[4] records limit (n)
+           ARGV[7] records limit (n), ARGV[8] rate_limit count (0: none), ARGV[9] its window
+           ms                                           -> flat {payload, token, attempts, ...};
+                                                           with a rate limit, headed by the ms
+                                                           until the window opens (0: room);
+                                                           no more jobs than the window has
+                                                           left, each counted a start in KEYS[18]
+  dequeue  ARGV[3] max expired leases / due jobs to move first, ARGV[4] records limit (n),
+           ARGV[5] rate_limit count (0: none), ARGV[6] its window ms (nil when the window is
+           full)
                                                         -> payload, or nil (no lease)
   ack      ARGV[3] records limit (n), ARGV[4] "1" = pairs with results | "0" = tokens only,
            ARGV[5..] lease tokens, or token, result (bytes), token, result, ...
@@ -198,9 +209,10 @@ Commands, their further ARGV, and replies ("n" = integer, "bytes" = payload as g
   purge    ARGV[3] records limit (n)                    -> number of waiting jobs removed
                                                            (delayed jobs not yet due stay);
                                                            their records end "cancelled"
-  stats    (none)                                       -> {waiting, in flight, delayed (not yet
+  stats    ARGV[3] rate_limit window ms (0: none)      -> {waiting, in flight, delayed (not yet
                                                            due), dead, oldest availability ms
-                                                           among waiting jobs or -1, now ms}
+                                                           among waiting jobs or -1, now ms,
+                                                           starts in the rate window (0: none)}
 ]]
 
 -- Redis 3.2-4 need this before TIME is followed by writes; later versions always replicate
@@ -265,7 +277,7 @@ end
 -- prune) with no lease expired and no delayed job due, i.e. when the take entry below would
 -- recover, promote and prune nothing; it then does exactly what that entry does. Any other take
 -- falls through to it.
-if ARGV[1] == 'take' and #KEYS == 17 then
+if ARGV[1] == 'take' and #KEYS == 18 and (ARGV[8] or '0') == '0' then
   local now = now_ms()
   if redis.call('EXISTS', KEYS[15]) == 0 and redis.call('ZCOUNT', KEYS[6], '-inf', now) == 0
     and redis.call('ZCOUNT', KEYS[11], '-inf', now) == 0 then
@@ -306,7 +318,7 @@ end
 local K_META, K_READY, K_PAYLOADS, K_PRIORITIES, K_ATTEMPTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local K_DEADLINES, K_LEASED, K_DEDUP, K_JOB_IDS, K_SEQ = KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local K_DELAYED, K_DEAD, K_DEAD_ITEMS, K_DEAD_INFO = KEYS[11], KEYS[12], KEYS[13], KEYS[14]
-local K_RECORDS, K_OUTCOMES, K_REC_EXPIRY = KEYS[15], KEYS[16], KEYS[17]
+local K_RECORDS, K_OUTCOMES, K_REC_EXPIRY, K_RATE = KEYS[15], KEYS[16], KEYS[17], KEYS[18]
 
 -- Bounds the retention work one dead_letter call does, and the record pruning of one call.
 local PRUNE_PER_CALL = 100
@@ -556,6 +568,23 @@ end
 
 -- The records (not ended) of the stored jobs `ids` become "running", attempt `attempts[i]`
 -- started at `now`. Only the leading fields change; the rest of the text is kept as it is.
+-- rate_limit: the starts the window (rate_ms long, ending now) has left of rate_count, after
+-- dropping the starts that left it and those later than now (a server clock stepped back).
+local function rate_left(now, rate_count, rate_ms)
+  redis.call('ZREMRANGEBYSCORE', K_RATE, '-inf', now - rate_ms)
+  redis.call('ZREMRANGEBYSCORE', K_RATE, '(' .. now, '+inf')
+  return rate_count - redis.call('ZCARD', K_RATE)
+end
+
+-- rate_limit: ms until the window lets another job start (0: it has room now).
+local function rate_wait(now, rate_count, rate_ms)
+  if redis.call('ZCARD', K_RATE) < rate_count then
+    return 0
+  end
+  local oldest = redis.call('ZRANGE', K_RATE, 0, 0, 'WITHSCORES')
+  return math.max(1, tonumber(oldest[2]) + rate_ms - now)
+end
+
 local function records_running(ids, attempts, now)
   if #ids == 0 or not has_records() then
     return
@@ -899,12 +928,19 @@ elseif command == 'take' then
   recover(now, tonumber(ARGV[6]))
   promote(now, tonumber(ARGV[6]))
   records_prune(now)
-  local popped = redis.call('ZPOPMIN', K_READY, n)
-  if #popped < 2 * n then
+  local rate_count, rate_ms = tonumber(ARGV[8] or '0'), tonumber(ARGV[9] or '0')
+  if rate_count > 0 then
+    n = math.min(n, rate_left(now, rate_count, rate_ms))
+  end
+  local popped = n > 0 and redis.call('ZPOPMIN', K_READY, n) or {}
+  if n > 0 and #popped < 2 * n then
     redis.call('HDEL', K_META, 'notified') -- the line is empty: the next add rings again
   end
   local deadline = now + lease_ms
   local out = {}
+  if rate_count > 0 then
+    out[1] = 0 -- the ms until the window opens, set below once the starts are counted
+  end
   local leased, counts = {}, {}
   for j = 1, #popped, 2 do
     local id = popped[j]
@@ -922,11 +958,17 @@ elseif command == 'take' then
       out[#out + 1] = attempts
       leased[#leased + 1] = id
       counts[#counts + 1] = attempts
+      if rate_count > 0 then
+        redis.call('ZADD', K_RATE, now, token)
+      end
     else
       forget(id) -- a job without a payload cannot be delivered; keep the invariant
     end
   end
   records_running(leased, counts, now)
+  if rate_count > 0 then
+    out[1] = rate_wait(now, rate_count, rate_ms)
+  end
   return out
 
 elseif command == 'dequeue' then
@@ -934,6 +976,14 @@ elseif command == 'dequeue' then
   records_limit = tonumber(ARGV[4] or records_limit)
   recover(now, tonumber(ARGV[3]))
   promote(now, tonumber(ARGV[3]))
+  local rate_count, rate_ms = tonumber(ARGV[5] or '0'), tonumber(ARGV[6] or '0')
+  if rate_count > 0 then
+    if rate_left(now, rate_count, rate_ms) <= 0 then
+      return nil
+    end
+    -- Counted before the pop: an empty line leaves a start that never ran (at most one).
+    redis.call('ZADD', K_RATE, now, 'dequeue:' .. redis.call('INCR', K_SEQ))
+  end
   while true do
     local popped = redis.call('ZPOPMIN', K_READY, 1)
     if #popped == 0 then
@@ -1291,6 +1341,7 @@ elseif command == 'stats' then
   end
   local expired = redis.call('ZCOUNT', K_DEADLINES, '-inf', now)
   local due = redis.call('ZCOUNT', K_DELAYED, '-inf', now)
+  local rate_ms = tonumber(ARGV[3] or '0')
   return {
     redis.call('ZCARD', K_READY) + expired + due,
     redis.call('ZCARD', K_DEADLINES) - expired,
@@ -1298,6 +1349,7 @@ elseif command == 'stats' then
     redis.call('ZCARD', K_DEAD),
     oldest,
     now,
+    rate_ms > 0 and redis.call('ZCOUNT', K_RATE, '(' .. (now - rate_ms), now) or 0,
   }
 end
 

@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from varmq.contract.protocols import DeadLetterRecord, QueueStats, StoredJobRecord
+from varmq.contract.protocols import DeadLetterRecord, QueueStats, RateStats, StoredJobRecord
 from varmq.contract.rules import (
     as_bytes,
     check,
@@ -39,6 +39,7 @@ from . import _schema, _sql
 from ._database import Database
 from ._dead import DeadLetterShelf
 from ._options import QueueSettings
+from ._rates import RateWindow
 from ._records import Outcome, RecordStore
 from ._retention import DONE, keep_within
 from ._watch import Watcher
@@ -83,6 +84,10 @@ class StoredQueue:
         self._completed_max_age_ms = round(settings.completed_max_age * 1000)
         self._keep_ms = records.keep_ms
         self._max_payload = settings.max_payload
+        self._rate_limit = settings.rate_limit
+        self._rates = (
+            None if settings.rate_limit is None else RateWindow(name, *settings.rate_limit)
+        )
         # Set once by close(); read without a lock (a bool write is atomic).
         self._closed = False
         # Set by set_capacity(); 0: unlimited. Read once per enqueue, when it is prepared,
@@ -96,6 +101,17 @@ class StoredQueue:
     def name(self) -> str:
         """The queue's name in the file."""
         return self._name
+
+    @property
+    def rate_limit(self) -> tuple[int, float] | None:
+        """``(count, seconds)``: at most ``count`` jobs start in any window of ``seconds``,
+        across every process of the file; ``None``: no limit."""
+        return self._rate_limit
+
+    def throttled_for(self) -> float:
+        """Seconds until the rate window lets another job start, as this object's last take
+        saw it (0.0 unless the limit cut that take short)."""
+        return 0.0 if self._rates is None else self._rates.throttled_for
 
     @property
     def lease_seconds(self) -> float:
@@ -253,9 +269,10 @@ class StoredQueue:
             return []
 
         def body(conn: sqlite3.Connection, now: int) -> list[Any]:
-            params = {
+            times = self._db.times(now)
+            params: dict[str, Any] = {
                 "queue": self._name,
-                **self._db.times(now),
+                **times,
                 "lease_ms": self._lease_ms,
                 "n": n,
             }
@@ -265,7 +282,13 @@ class StoredQueue:
             if swept:
                 self._records.end_rows(conn, now, swept, "cancelled")
             conn.execute(_sql.PROMOTE_DUE, params)
-            return conn.execute(_sql.CLAIM, params).fetchall()
+            rates = self._rates
+            if rates is None:
+                return conn.execute(_sql.CLAIM, params).fetchall()
+            params["n"] = allowed = rates.allowance(conn, times["lease_now"], n)
+            claimed = conn.execute(_sql.CLAIM, params).fetchall() if allowed else []
+            rates.started(conn, times["lease_now"], len(claimed))
+            return claimed
 
         rows: list[Any] = self._db.write("take", body, [])
         # RETURNING gives no order; take order is (priority, available_at, id).
@@ -288,8 +311,15 @@ class StoredQueue:
         statement = _sql.TAKE_DELETE if self._remove_on_complete else _sql.TAKE_DONE
 
         def body(conn: sqlite3.Connection, now: int) -> bytes | None:
-            conn.execute(_sql.PROMOTE_DUE, {"queue": self._name, **self._db.times(now)})
-            row = conn.execute(statement, {"queue": self._name, **self._db.times(now)}).fetchone()
+            times = self._db.times(now)
+            params = {"queue": self._name, **times}
+            conn.execute(_sql.PROMOTE_DUE, params)
+            rates = self._rates
+            if rates is not None and not rates.allowance(conn, times["lease_now"], 1):
+                return None
+            row = conn.execute(statement, params).fetchone()
+            if rates is not None:
+                rates.started(conn, times["lease_now"], 0 if row is None else 1)
             if row is None:
                 return None
             if not self._remove_on_complete:
@@ -608,16 +638,22 @@ class StoredQueue:
         }
 
         def body(conn: sqlite3.Connection, now: int) -> QueueStats:
-            row = conn.execute(_sql.STATS, {"queue": self._name, **self._db.times(now)}).fetchone()
+            times = self._db.times(now)
+            row = conn.execute(_sql.STATS, {"queue": self._name, **times}).fetchone()
             waiting, in_flight, oldest, due, later, oldest_due, dead = row
             oldest_at = min((t for t in (oldest, oldest_due) if t is not None), default=now)
-            return {
+            stats: RateStats = {
                 "waiting": int(waiting + due),
                 "in_flight": int(in_flight),
                 "delayed": int(later),
                 "dead": int(dead or 0),
                 "oldest_age": max(0, now - oldest_at) / 1000.0,
             }
+            if self._rates is not None and self._rate_limit is not None:
+                used = self._rates.used(conn, times["lease_now"])
+                stats["rate_window_used"] = used
+                stats["throttled"] = used >= self._rate_limit[0] and stats["waiting"] > 0
+            return stats
 
         return self._db.read("stats", body, empty)
 

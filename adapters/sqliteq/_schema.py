@@ -53,6 +53,9 @@ Layout (schema version 7)
     ``topic_message_ids`` (no version either: made by the first publish that keeps a message
                 id) one row per published topic ``message_id`` kept for dedup, until
                 ``expires_at`` (wall ms).
+    ``rate_starts`` (no version either: made by the first take of a queue with a
+                ``rate_limit``) one row per take that leased jobs from such a queue: when (lease
+                clock ms) and how many, kept for the limit's window.
 
 Invariants
     - ``lease_token`` is set exactly while ``state = 'leased'``; a take always writes a fresh one,
@@ -81,6 +84,8 @@ __all__ = [
     "CAPACITY_INSTALLED",
     "CHECK_REWRITES",
     "CREATE_QUEUE_SETTINGS",
+    "CREATE_RATE_STARTS",
+    "CREATE_RATE_STARTS_BY_QUEUE",
     "CREATE_SCHEDULE_MARKS",
     "CREATE_TOPIC_MESSAGE_IDS",
     "CREATE_TOPIC_MESSAGE_IDS_EXPIRY",
@@ -395,6 +400,18 @@ CREATE TABLE IF NOT EXISTS schedule_marks (
     occurrence_ms INTEGER NOT NULL,
     PRIMARY KEY (queue, schedule)
 ) WITHOUT ROWID"""
+
+# The starts of rate-limited queues' windows (sqliteq._rates): one row per take that leased jobs,
+# at its lease-clock time. Made by the first take of a limited queue, without a version, like
+# queue_settings; pruned by every take of the queue.
+CREATE_RATE_STARTS = """
+CREATE TABLE IF NOT EXISTS rate_starts (
+    queue TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    n INTEGER NOT NULL
+)"""
+CREATE_RATE_STARTS_BY_QUEUE = """
+CREATE INDEX IF NOT EXISTS rate_starts_by_queue ON rate_starts (queue, at)"""
 
 # --- capacity bookkeeping: installed by the first set_capacity on a file, kept from then on --
 

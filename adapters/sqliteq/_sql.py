@@ -22,6 +22,10 @@ from __future__ import annotations
 import functools
 
 __all__ = [
+    "PRUNE_RATE_STARTS",
+    "RATE_WINDOW",
+    "RATE_WINDOW_LIVE",
+    "RECORD_RATE_STARTS",
     "ACK_CHUNK",
     "ACK_DONE",
     "ADD_ERROR_RECORD",
@@ -624,3 +628,20 @@ DELETE FROM job_records WHERE queue = :queue AND job_id IN (
 # job_records_ended, a range from the start: the records of all but the last :limit ends.
 PRUNE_RECORDS_OLDEST = """
 DELETE FROM job_records WHERE queue = :queue AND ended_seq <= :upto"""
+
+# --- rate limits (sqliteq._rates): the starts of a limited queue's window ---------------------
+
+# Starts that left the window, and rows of another boot (later than the lease clock's now).
+PRUNE_RATE_STARTS = """
+DELETE FROM rate_starts
+WHERE queue = :queue AND (at <= :lease_now - :window_ms OR at > :lease_now)"""
+
+# The starts in the window (after PRUNE_RATE_STARTS), and the oldest one's time.
+RATE_WINDOW = "SELECT sum(n), min(at) FROM rate_starts WHERE queue = :queue"
+
+# The starts in the window without pruning (stats reads on the read connection).
+RATE_WINDOW_LIVE = """
+SELECT sum(n) FROM rate_starts
+WHERE queue = :queue AND at > :lease_now - :window_ms AND at <= :lease_now"""
+
+RECORD_RATE_STARTS = "INSERT INTO rate_starts (queue, at, n) VALUES (:queue, :lease_now, :n)"

@@ -166,6 +166,19 @@ Stats
     (dead letters) and ``oldest_age`` (seconds since the oldest waiting job became available,
     ``0.0`` when none waits). The four counts are ints and ``oldest_age`` is a float.
 
+Rate limits
+    A queue opened with ``rate_limit=(count, seconds)`` (the option is stored with the queue:
+    :mod:`varmq.contract.stored_settings`) starts at most ``count`` jobs in any window of
+    ``seconds``, across every consumer of every process: each job a take leases counts as a
+    start at the take's time on the storage's clock, for ``seconds``. The take hands out no
+    more than the window has left, in the same atomic step as the lease (a job held back is
+    not leased, its attempts are not counted, it stays waiting in its place). A take that the
+    limit cut short leaves :meth:`IRateLimited.throttled_for` saying how long until the window
+    lets another job start, so a consumer sleeps until then instead of polling. Jobs released,
+    nacked or redelivered count again at their next take. ``stats()`` of such a queue adds
+    ``rate_window_used`` (starts in the window now) and ``throttled`` (the window is full and
+    jobs wait).
+
 Finding queues (on the store, not a protocol)
     The object that opens queues (``sqliteq.Queues``, ``redisq.Queues``, the reference
     storage) offers ``list_queues()``, the ``(name, kind)`` of every queue ever created in
@@ -309,6 +322,7 @@ __all__ = [
     "ICountedDelivery",
     "IDeadLetterable",
     "IDedupQueue",
+    "IRateLimited",
     "IScheduleMarks",
     "IDelayedEnqueue",
     "IDistributedPriorityQueue",
@@ -332,6 +346,7 @@ __all__ = [
     "JobState",
     "LeaseAnswer",
     "QueueStats",
+    "RateStats",
     "StoredJobRecord",
 ]
 
@@ -401,6 +416,15 @@ class QueueStats(TypedDict):
     """Dead letters on the queue's shelf."""
     oldest_age: float
     """Seconds since the oldest waiting job became available; ``0.0`` when none waits."""
+
+
+class RateStats(QueueStats, total=False):
+    """:class:`QueueStats` of a queue with a ``rate_limit``: two keys more."""
+
+    rate_window_used: int
+    """Jobs started in the current window (at most the limit's count)."""
+    throttled: bool
+    """The window is full and jobs wait: they start when it moves on."""
 
 
 class DeadLetterRecord(TypedDict):
@@ -829,6 +853,21 @@ class IJobProgress(Protocol):
         else ``TypeError``) as the progress of the record of the job leased under ``ack_id``,
         changing nothing else. ``True``: stored; ``False``: nothing stored, the lease is
         unknown, expired or taken over, or the job has no record. Works after ``close()``."""
+        ...
+
+
+@runtime_checkable
+class IRateLimited(Protocol):
+    """A queue whose takes obey its ``rate_limit`` option (see "Rate limits" above)."""
+
+    @property
+    def rate_limit(self) -> tuple[int, float] | None:
+        """``(count, seconds)``, or ``None`` when the queue has no limit."""
+        ...
+
+    def throttled_for(self) -> float:
+        """Seconds until the window lets another job start, as the last take through this
+        object saw it: ``0.0`` unless that take was cut short (or refused) by the limit."""
         ...
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "error_text",
     "occurrence_mark",
     "queue_settings",
+    "rate_limit",
 ]
 
 
@@ -97,7 +98,10 @@ class QueueOptions(TypedDict, total=False):
       most 100 years); ``keep_results_limit``: ended records kept per queue, the oldest beyond
       it dropped (default 10,000);
     - ``max_payload``: the largest job stored, in bytes (default 4 MiB; 0: no limit): a larger
-      one raises ``ValueError`` naming its size and the limit, and nothing is stored.
+      one raises ``ValueError`` naming its size and the limit, and nothing is stored;
+    - ``rate_limit``: ``"100/s"``, ``"6000/m"``, ``"1/h"`` or ``(count, seconds)``: across
+      every consumer, at most that many jobs start in any window of that length (default
+      ``None``: no limit). Enforced in the take: a held-back job is not leased.
     """
 
     visibility_timeout: float
@@ -106,6 +110,7 @@ class QueueOptions(TypedDict, total=False):
     keep_results: float
     keep_results_limit: int
     max_payload: int
+    rate_limit: str | tuple[int, float] | None
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,9 @@ class QueueSettings:
     keep_results: float = DEFAULT_KEEP_RESULTS
     keep_results_limit: int = DEFAULT_KEEP_RESULTS_LIMIT
     max_payload: int = DEFAULT_MAX_PAYLOAD
+    #: ``(count, seconds)``: at most ``count`` jobs of the queue start in any window of
+    #: ``seconds``, across every consumer (:func:`rate_limit`); ``None``: no limit.
+    rate_limit: tuple[int, float] | None = None
 
 
 S = TypeVar("S", bound=QueueSettings)
@@ -163,6 +171,7 @@ def queue_settings(
     :class:`QueueSettings`, or an adapter's subclass) made of ``options``, each option with a
     rule checked by it. An option that is not a field of ``settings`` raises ``TypeError``."""
     known = tuple(option.name for option in fields(settings))
+    checked = dict(options)
     for key, value in options.items():
         if key not in known:
             raise TypeError(
@@ -170,7 +179,55 @@ def queue_settings(
             )
         if key in rules:
             check(subject, key, value, rules)
-    return settings(**options)
+        elif key in NORMAL_FORMS:
+            checked[key] = NORMAL_FORMS[key](subject, value)
+    return settings(**checked)
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_RATE_EXPECTED = (
+    'expected "<count>/<unit>" (unit s, m, h or d; e.g. "100/s"), or (count, seconds) with '
+    "count an int >= 1 and seconds > 0, <= 7 days"
+)
+
+
+def rate_limit(subject: str, value: Any) -> tuple[int, float] | None:
+    """The option ``rate_limit`` as ``(count, seconds)``; ``None`` for ``None``.
+
+    ``"100/s"``, ``"6000/m"``, ``"1/h"``, ``"10/d"`` or ``"5/2.5s"`` (a count per number of
+    units), or a ``(count, seconds)`` pair (a stored value's list too). ``TypeError`` or
+    ``ValueError`` naming the value otherwise."""
+    if value is None:
+        return None
+    problem = f"{subject}: rate_limit={value!r}; {_RATE_EXPECTED}"
+    if isinstance(value, str):
+        count_text, slash, per = value.strip().partition("/")
+        unit = per[-1:].lower()
+        if not slash or unit not in _UNITS:
+            raise ValueError(problem)
+        try:
+            count = int(count_text)
+            seconds = (float(per[:-1]) if per[:-1].strip() else 1.0) * _UNITS[unit]
+        except ValueError:
+            raise ValueError(problem) from None
+    elif isinstance(value, tuple | list) and len(value) == 2:
+        count, seconds = value
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise TypeError(problem)
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise TypeError(problem)
+    else:
+        raise TypeError(problem)
+    if not (
+        1 <= count <= MAX_COUNT and math.isfinite(seconds) and 0 < seconds <= MAX_VISIBILITY_TIMEOUT
+    ):
+        raise ValueError(problem)
+    return count, float(seconds)
+
+
+NORMAL_FORMS: Mapping[str, Any] = {"rate_limit": rate_limit}
+"""Options whose value is not one number: checked and put in one form by these functions
+(``(subject, value) -> normal form``), the form stored with the queue and compared."""
 
 
 def check_name(store: str, name: Any) -> str:

@@ -37,6 +37,7 @@ DEFINING: tuple[str, ...] = (
     "dead_letter_limit",
     "dead_letter_max_age",
     "max_payload",
+    "rate_limit",
 )
 """The options every storage stores with a queue; an adapter adds its own to a copy."""
 
@@ -88,13 +89,17 @@ def settle(
         if key not in stored:
             continue  # stored by an opener that did not know this option: this one's stands
         value = stored[key]
-        if key in checks:
-            try:
+        normal = rules.NORMAL_FORMS.get(key)
+        try:
+            if key in checks:
                 rules.check(subject, key, value, checks)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"{subject}: the settings stored with the queue: {exc}") from None
+            elif normal is not None:
+                value = normal(subject, value)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{subject}: the settings stored with the queue: {exc}") from None
         if key in options:
-            if not _same(options[key], value):
+            given = options[key] if normal is None else normal(subject, options[key])
+            if not _same(given, value):
                 raise QueueSettingsError(subject, key, options[key], value)
         else:
             inherited[key] = value
@@ -120,4 +125,6 @@ def _same(given: Any, stored: Any) -> bool:
         return bool(given) is stored
     if isinstance(given, (int, float)) and isinstance(stored, (int, float)):
         return math.isclose(given, stored, rel_tol=0.0, abs_tol=1e-9) or given == stored
+    if isinstance(given, tuple) and isinstance(stored, tuple) and len(given) == len(stored):
+        return all(_same(g, s) for g, s in zip(given, stored, strict=True))
     return bool(given == stored)

@@ -50,6 +50,7 @@ from ..contract.protocols import (
     ILeaseReleasable,
     INackable,
     IQueueStats,
+    IRateLimited,
     QueueStats,
 )
 from ..model.errors import (
@@ -98,6 +99,11 @@ class StorageSource(Source):
         self._batched = isinstance(storage, IBatchAcknowledgeable)
         self._deliveries = _deliveries(storage)
         self._leased = isinstance(storage, ILeaseExtendable)
+        # A queue with a rate limit: after a take the limit cut short, the source sleeps until
+        # the window opens (retry_at) instead of taking again at every signal or poll.
+        self._rate: IRateLimited | None = None
+        if isinstance(storage, IRateLimited) and storage.rate_limit is not None:
+            self._rate = storage
         self.retries = isinstance(storage, INackable) and isinstance(storage, IDeadLetterable)
         self._buries = isinstance(storage, IDeadLetterable)
         self.can_release = isinstance(storage, ILeaseReleasable)
@@ -110,6 +116,8 @@ class StorageSource(Source):
         self.maybe_ready = True
         self.taking = False
         self.empty_since = 0.0
+        #: Takes of this process that the queue's rate limit cut short (or refused).
+        self.throttled_takes = 0
         self._free = 0  # the free slots the take under way was planned for
         # Guards _due: monotonic times at which jobs this process delayed or gave back become
         # due (a heap), so the source is looked at again at each of them, not only at the poll.
@@ -174,6 +182,12 @@ class StorageSource(Source):
             return 0, []
         if self.retry_at:
             self._take_worked()  # the back-off after a failed take is over
+        if self._rate is not None:
+            wait = self._rate.throttled_for()
+            if wait > 0:
+                self.throttled_takes += 1
+                self.retry_at = time.monotonic() + wait  # not a failure: no back-off, no report
+                self._on_delayed()  # the timer looks again when the window opens
         jobs: list[Job[Any]] = []
         for item, ack_id, attempt in deliveries:
             job = self._decode(item, ack_id, attempt)

@@ -30,6 +30,7 @@ from varmq.contract.protocols import (
     IMultiAcknowledgeable,
     INackable,
     IQueueStats,
+    IRateLimited,
     IRecordSubscribable,
     IScheduleMarks,
     IStorageTopics,
@@ -65,6 +66,9 @@ occurrence from running twice. Not in ``DEFAULT_EXTENSIONS``."""
 PROGRESS_EXTENSIONS: tuple[type, ...] = (IJobProgress,)
 """The progress of running jobs, kept in their records (tests in ``conformance_progress``);
 needs ``RECORD_EXTENSIONS``. Not in ``DEFAULT_EXTENSIONS``."""
+RATE_EXTENSIONS: tuple[type, ...] = (IRateLimited,)
+"""Rate limits enforced in the take (tests in ``conformance_rates``). Not in
+``DEFAULT_EXTENSIONS``."""
 TOPIC_EXTENSIONS: tuple[type, ...] = (IStorageTopics, ILiveTopics)
 """The protocols of a store's topics (``store.topics()``; tests in ``conformance_topics``).
 The store claims them, not its queues. ``ILiveTopics`` needs ``IStorageTopics``."""
@@ -74,6 +78,7 @@ ALL_EXTENSIONS: tuple[type, ...] = (
     *RETRY_EXTENSIONS,
     *RECORD_EXTENSIONS,
     *PROGRESS_EXTENSIONS,
+    *RATE_EXTENSIONS,
     *TOPIC_EXTENSIONS,
 )
 """Every optional protocol the suite knows how to test."""

@@ -100,6 +100,7 @@ from varmq.testing.conformance_async import AsyncConformance
 from varmq.testing.conformance_checks import CheckConformance
 from varmq.testing.conformance_leases import LeaseConformance
 from varmq.testing.conformance_progress import ProgressConformance
+from varmq.testing.conformance_rates import RateConformance
 from varmq.testing.conformance_records import RecordConformance
 from varmq.testing.conformance_retries import RetryConformance
 from varmq.testing.conformance_settings import SettingsConformance
@@ -723,6 +724,7 @@ class QueueConformance(
     WorkerConformance,
     RecordConformance,
     ProgressConformance,
+    RateConformance,
     SettingsConformance,
     TopicConformance,
 ):

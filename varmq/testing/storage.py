@@ -51,6 +51,7 @@ import math
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, TypeVar
@@ -65,6 +66,7 @@ from varmq.contract.protocols import (
     DeadLetterRecord,
     LeaseAnswer,
     QueueStats,
+    RateStats,
     StoredJobRecord,
 )
 from varmq.contract.rules import (
@@ -172,6 +174,7 @@ class _NamedQueue:
     record_subscribers: list[tuple[_QueueBase, Callable[[str], None]]] = field(default_factory=list)
     settings: str | None = None  # the defining settings of its first opener (stored_settings)
     marks: dict[str, int] = field(default_factory=dict)  # schedule -> latest occurrence (ms)
+    starts: deque[float] = field(default_factory=deque)  # rate_limit: take times in the window
 
 
 class QueueOptions(TypedDict, total=False):
@@ -192,6 +195,7 @@ class QueueOptions(TypedDict, total=False):
     keep_results: float
     keep_results_limit: int
     max_payload: int
+    rate_limit: str | tuple[int, float] | None
 
 
 class MemoryStorage:
@@ -368,6 +372,8 @@ class _QueueBase:
         self._keep_results = float(settings.keep_results)
         self._keep_results_limit = settings.keep_results_limit
         self._max_payload = settings.max_payload
+        self._rate_limit = settings.rate_limit
+        self._throttled_for = 0.0  # what the last take through this object saw
         self._lock = storage._lock  # one lock per storage; see MemoryStorage.__init__
         self._closed = False  # written under _lock
         with self._lock:
@@ -387,6 +393,25 @@ class _QueueBase:
     def keep_results(self) -> float:
         """Seconds an ended job's record is kept; ``0.0``: this object keeps no records."""
         return self._keep_results
+
+    @property
+    def rate_limit(self) -> tuple[int, float] | None:
+        """``(count, seconds)``: at most ``count`` jobs start in any window of ``seconds``."""
+        return self._rate_limit
+
+    def throttled_for(self) -> float:
+        """Seconds until the rate window lets another job start, as the last take saw it."""
+        return self._throttled_for
+
+    def _window_locked(self, now: float) -> tuple[int, float]:
+        """``rate_limit``: the starts the window has left at ``now``, and when its oldest
+        start leaves it. Holds _lock."""
+        assert self._rate_limit is not None
+        count, seconds = self._rate_limit
+        starts = self._named.starts
+        while starts and starts[0] <= now - seconds:
+            starts.popleft()
+        return count - len(starts), (starts[0] + seconds if starts else now)
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -560,6 +585,13 @@ class _QueueBase:
             self._catch_up()
             if not self._named.ready:
                 return None
+            if self._rate_limit is not None:
+                now = self._storage._clock()
+                left, opens = self._window_locked(now)
+                self._throttled_for = opens - now if left <= 0 else 0.0
+                if left <= 0:
+                    return None
+                self._named.starts.append(now)
             job = heapq.heappop(self._named.ready)[-1]
             self._named.job_ids.discard(job.job_id or "")
             job.deliveries += 1
@@ -588,8 +620,12 @@ class _QueueBase:
             if self._closed:
                 return []
             self._catch_up()
-            deadline = self._storage._clock() + self._lease_seconds
+            now = self._storage._clock()
+            deadline = now + self._lease_seconds
             taken: list[tuple[bytes, str, int]] = []
+            if self._rate_limit is not None:
+                left, opens = self._window_locked(now)
+                n = min(n, left)
             while self._named.ready and len(taken) < n:
                 job = heapq.heappop(self._named.ready)[-1]
                 job.deliveries += 1
@@ -597,6 +633,10 @@ class _QueueBase:
                 self._named.leased[ack_id] = _Lease(job, deadline)
                 self._started(job)
                 taken.append((job.item, ack_id, job.deliveries))
+            if self._rate_limit is not None:
+                self._named.starts.extend([now] * len(taken))
+                left, opens = self._window_locked(now)
+                self._throttled_for = opens - now if left <= 0 else 0.0
             return taken
 
     def _raise_take_fault(self) -> None:
@@ -1022,13 +1062,18 @@ class _QueueBase:
             named = self._named
             now = self._storage._clock()
             oldest = min((entry[1] for entry in named.ready), default=now)
-            return {
+            stats: RateStats = {
                 "waiting": len(named.ready),
                 "in_flight": len(named.leased),
                 "delayed": len(named.delayed),
                 "dead": len(named.dead),
                 "oldest_age": max(0.0, now - oldest),
             }
+            if self._rate_limit is not None:
+                left, _ = self._window_locked(now)
+                stats["rate_window_used"] = self._rate_limit[0] - left
+                stats["throttled"] = left <= 0 and bool(named.ready)
+            return stats
 
     def purge(self) -> None:
         """Remove every waiting job; jobs in flight stay leased, delayed jobs stay delayed.
