@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from ..contract import rules
 from ..contract.protocols import ICapacitySetter, IJobRecords
 from ..contract.topic_names import OnFull
 from ..engine.dispatch import Dispatcher
@@ -108,10 +109,13 @@ class Binder(Generic[H, G]):
         prio: bool,
         retry: Retry | None,
         keep_results: float,
+        rate_limit: str | tuple[int, float] | None = None,
     ) -> MemorySource:
         """Bind in-memory storage (``prio``: a priority queue): its source, added to the
-        dispatcher; ``retry`` is the queue's own policy, ``keep_results`` its records' time."""
+        dispatcher; ``retry`` is the queue's own policy, ``keep_results`` its records' time,
+        ``rate_limit`` its window (``varmq.contract.rules.rate_limit``)."""
         keep = validate.seconds("keep_results", keep_results)
+        rate = rules.rate_limit(f"queue {name or type(storage).__name__!r}", rate_limit)
         if retry is not None and not isinstance(retry, Retry):
             raise TypeError(f"retry must be a varmq.Retry or None, got {type(retry).__name__}")
         source = MemorySource(
@@ -119,6 +123,7 @@ class Binder(Generic[H, G]):
             self._settings(storage, priority, capacity, name, prio, retry),
             poison_limit=self._poison_limit,
             keep_results=keep,
+            rate_limit=rate,
         )
         self._dispatch.add_source(source)
         if source.needs_timer():

@@ -62,12 +62,15 @@ class MemoryBinding(Generic[T, H, G]):
         name: str | None = None,
         retry: Retry | None = None,
         keep_results: float = 0.0,
+        rate_limit: str | tuple[int, float] | None = None,
     ) -> Queue[T, H, G, Self]:
         """Bind a new in-memory FIFO queue (``name`` labels it in stats).
 
         ``retry`` is this queue's retry policy, in place of the worker's ``retry=``. With
         ``keep_results`` (seconds), the queue keeps a record of every job added with an id,
-        for ``handle.job(job_id)``, ``result_of`` and ``cancel`` (in this process).
+        for ``handle.job(job_id)``, ``result_of`` and ``cancel`` (in this process). With
+        ``rate_limit`` (``"100/s"``, ``"6000/m"``, ``(count, seconds)``), at most that many of
+        its jobs start in any window of that length (docs/rate-limits.md).
         """
         return self.with_queue(
             MemoryQueue(),
@@ -76,6 +79,7 @@ class MemoryBinding(Generic[T, H, G]):
             name=name,
             retry=retry,
             keep_results=keep_results,
+            rate_limit=rate_limit,
         )
 
     def bind_priority_queue(
@@ -86,6 +90,7 @@ class MemoryBinding(Generic[T, H, G]):
         name: str | None = None,
         retry: Retry | None = None,
         keep_results: float = 0.0,
+        rate_limit: str | tuple[int, float] | None = None,
     ) -> PriorityQueue[T, H, G, Self]:
         """Bind a new in-memory priority queue (lower number first, FIFO among equals)."""
         return self.with_priority_queue(
@@ -95,6 +100,7 @@ class MemoryBinding(Generic[T, H, G]):
             name=name,
             retry=retry,
             keep_results=keep_results,
+            rate_limit=rate_limit,
         )
 
     def with_queue(
@@ -106,6 +112,7 @@ class MemoryBinding(Generic[T, H, G]):
         name: str | None = None,
         retry: Retry | None = None,
         keep_results: float = 0.0,
+        rate_limit: str | tuple[int, float] | None = None,
     ) -> Queue[T, H, G, Self]:
         """Bind the caller's FIFO storage, e.g. a queue from :func:`varmq.load_queues`.
 
@@ -113,7 +120,9 @@ class MemoryBinding(Generic[T, H, G]):
         the worker's). A loaded queue's delayed jobs and dead letters come along.
         """
         require(q, IQueue, "with_queue")
-        source = self._binder.memory(q, priority, capacity, name, False, retry, keep_results)
+        source = self._binder.memory(
+            q, priority, capacity, name, False, retry, keep_results, rate_limit
+        )
         binder = self._binder
         return binder.made(Queue(q, capacity, source, binder.producer, binder.jobs, self))
 
@@ -126,10 +135,13 @@ class MemoryBinding(Generic[T, H, G]):
         name: str | None = None,
         retry: Retry | None = None,
         keep_results: float = 0.0,
+        rate_limit: str | tuple[int, float] | None = None,
     ) -> PriorityQueue[T, H, G, Self]:
         """Bind the caller's priority storage; ``retry`` as for :meth:`with_queue`."""
         require(q, IPriorityQueue, "with_priority_queue")
-        source = self._binder.memory(q, priority, capacity, name, True, retry, keep_results)
+        source = self._binder.memory(
+            q, priority, capacity, name, True, retry, keep_results, rate_limit
+        )
         binder = self._binder
         return binder.made(PriorityQueue(q, capacity, source, binder.producer, binder.jobs, self))
 

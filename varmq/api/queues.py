@@ -63,8 +63,9 @@ class _MemoryHandle(Handle, FollowJobs, Generic[T, H, G, W]):
         self._new_job = jobs.new_job
         self._next_id = producer.next_id
         # Whether an add without an id, delay or timeout may take the short path (_add_plain):
-        # a queue with job records has its book told of each add.
-        self._plain = source.book is None
+        # a queue with job records has its book told of each add, and a rate-limited queue's
+        # jobs are never handed straight to a thread.
+        self._plain = source.book is None and source.rate is None
         # One job per id in the queue: asked before a job with an id is offered.
         self._ids = source.ids
 

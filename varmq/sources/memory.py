@@ -15,9 +15,10 @@ import time
 from typing import Any
 
 from ..contract import envelope
-from ..contract.protocols import QueueStats
+from ..contract.protocols import QueueStats, RateStats
 from ..model.errors import FailedToCastJobError, ParseJobError
 from ..model.jobs import EnqueuedJob, Job, as_handle, cancel_waiting
+from ..model.rates import StartWindow
 from ..model.retry import Outcome, after_failure
 from .base import Source, SourceSettings, Step
 from .memory_queues import DeadLetters, DelayedJobs, MemoryPriorityQueue, MemoryQueue
@@ -55,8 +56,12 @@ class MemorySource(Source):
         *,
         poison_limit: int = 5,
         keep_results: float = 0.0,
+        rate_limit: tuple[int, float] | None = None,
     ) -> None:
         super().__init__(storage, settings)
+        #: The queue's rate limit (``bind_queue(rate_limit=)``); None: none. Guarded by the
+        #: dispatcher's lock, which every take holds.
+        self.rate = None if rate_limit is None else StartWindow(*rate_limit)
         #: The worker's poison limit (unused by in-memory jobs, which always decode; saved by
         #: snapshots with the retry policy).
         self.poison_limit = poison_limit
@@ -90,7 +95,7 @@ class MemorySource(Source):
         self.cancellable = self.book is not None
         # The built-in queues' takes never raise: a producer may then give a job straight to a
         # parked thread (varmq.engine.fastpath.hand_over).
-        self.hands_over = type(storage) in _LOCK_FREE_QUEUES
+        self.hands_over = type(storage) in _LOCK_FREE_QUEUES and self.rate is None
 
     def _cancel_running_job(self, job: Job[Any]) -> None:
         """Stop ``job`` (a job of this queue that runs), as its timeout would."""
@@ -111,7 +116,15 @@ class MemorySource(Source):
         return None if job is None else (_RUN, job)
 
     def take_now(self) -> Job[Any] | None:
-        """Take the next runnable job, skipping cancelled ones; ``None`` when empty."""
+        """Take the next runnable job, skipping cancelled ones; ``None`` when empty (or, with
+        a rate limit, when its window is full: looked at again when it opens)."""
+        rate = self.rate
+        if rate is not None:
+            now = time.monotonic()
+            if rate.left(now) <= 0:
+                self.retry_at = rate.opens(now)  # not a failure: no back-off, no report
+                self._on_delayed()
+                return None
         while True:
             try:
                 item = self.storage.dequeue()
@@ -128,9 +141,13 @@ class MemorySource(Source):
                 job = self._decoded(item)
                 if job is not None:
                     self.running += 1
+                    if rate is not None:
+                        rate.started(time.monotonic())
                     return job
                 continue
             if claimed:
+                if rate is not None:
+                    rate.started(time.monotonic())
                 self.running += 1
                 self._taken_jobs[item] = None
                 if self.book is not None:
@@ -177,6 +194,8 @@ class MemorySource(Source):
     def lock_free_queue(self) -> Any | None:
         if self.book is not None:
             return None  # every claim goes through runnable(), where the record hears of it
+        if self.rate is not None:
+            return None  # every take goes through take_now(), where the window is kept
         # Without the GIL, takers could not record what they took without a lock (TakenJobs).
         return self.storage if GIL and type(self.storage) in _LOCK_FREE_QUEUES else None
 
@@ -241,10 +260,16 @@ class MemorySource(Source):
         return woke, min(later, default=None)
 
     def stats(self) -> QueueStats:
-        return {
+        stats: RateStats = {
             "waiting": len(self.storage),
             "in_flight": self.running,
             "delayed": len(self.delayed),
             "dead": len(self.dead),
             "oldest_age": 0.0,
         }
+        rate = self.rate
+        if rate is not None:
+            used = rate.used(time.monotonic())
+            stats["rate_window_used"] = used
+            stats["throttled"] = used >= rate.count and stats["waiting"] > 0
+        return stats
