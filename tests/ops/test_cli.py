@@ -116,9 +116,28 @@ def test_stats_prints_a_table_with_one_line_per_queue(url: str) -> None:
         "DELAYED",
         "DEAD",
         "OLDEST_AGE",
+        "RATE",
     ]
     assert lines[1].split()[:6] == ["emails", "fifo", "4", "1", "1", "2"]
+    assert lines[1].split()[-1] == "-"  # no rate limit
     assert lines[2].split()[:3] == ["urgent", "priority", "1"]
+
+
+def test_stats_says_when_a_rate_limited_queue_is_throttled(tmp_path: Path) -> None:
+    store = sqliteq.new(tmp_path / "limited.db")
+    try:
+        limited = store.new_queue("calls", rate_limit="2/h")
+        for i in range(3):
+            limited.enqueue(f"job-{i}".encode())
+        assert len(limited.dequeue_batch_with_ack_ids(3)) == 2
+        done = run("stats", f"sqlite:{tmp_path / 'limited.db'}")
+        assert done.returncode == 0, done.stderr
+        [row] = [line for line in done.stdout.splitlines() if line.startswith("calls")]
+        assert row.split()[2] == "1" and row.endswith("2 in window, throttled"), row
+        [as_json] = json.loads(run("stats", f"sqlite:{tmp_path / 'limited.db'}", "--json").stdout)
+        assert (as_json["rate_window_used"], as_json["throttled"]) == (2, True)
+    finally:
+        store.close()
 
 
 def test_python_dash_m_varmq_runs_the_same_command(sqlite_url: str) -> None:

@@ -86,16 +86,30 @@ def _queue(view: StoreView, name: str, where: str) -> Any:
 
 
 def _stats_table(rows: list[QueueRow], out: TextIO) -> None:
-    header = ("QUEUE", "KIND", "WAITING", "IN_FLIGHT", "DELAYED", "DEAD", "OLDEST_AGE")
+    header = ("QUEUE", "KIND", "WAITING", "IN_FLIGHT", "DELAYED", "DEAD", "OLDEST_AGE", "RATE")
     body = [
         (
-            (r["name"], r["kind"], *(str(int(r[k])) for k in COUNTS[:4]), f"{r['oldest_age']:.1f}s")
+            (
+                r["name"],
+                r["kind"],
+                *(str(int(r[k])) for k in COUNTS[:4]),
+                f"{r['oldest_age']:.1f}s",
+                _rate_cell(r),
+            )
             if r["reachable"]
-            else (r["name"], r["kind"], "unreachable", "-", "-", "-", "-")
+            else (r["name"], r["kind"], "unreachable", "-", "-", "-", "-", "-")
         )
         for r in rows
     ]
     _table(header, body, out)
+
+
+def _rate_cell(row: QueueRow) -> str:
+    """A rate-limited queue's window: ``"3 in window, throttled"``; ``"-"`` without a limit."""
+    if "rate_window_used" not in row:
+        return "-"
+    used = f"{int(row['rate_window_used'])} in window"
+    return f"{used}, throttled" if row.get("throttled") else used
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], out: TextIO) -> None:

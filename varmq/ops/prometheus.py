@@ -89,6 +89,20 @@ _QUEUE_GAUGES = (
 )
 
 
+_RATE_GAUGES = (
+    (
+        "varmq_queue_rate_window_used",
+        "rate_window_used",
+        "Jobs started in the current window of the queue's rate_limit, across every consumer",
+    ),
+    (
+        "varmq_queue_throttled",
+        "throttled",
+        "1 while the queue's rate_limit window is full and jobs wait on it, else 0",
+    ),
+)
+
+
 class VarmqCollector(Collector):
     """Collects worker counters, durations and gauges and storage-side queue gauges on each
     scrape.
@@ -228,6 +242,13 @@ class VarmqCollector(Collector):
             gauge = GaugeMetricFamily(name, text, labels=["queue"])
             for row in answered:
                 gauge.add_metric([row["name"]], float(row[key]))
+            yield gauge
+        # Queues with a rate_limit only (a series per limited queue).
+        for name, key, text in _RATE_GAUGES:
+            gauge = GaugeMetricFamily(name, text, labels=["queue"])
+            for row in answered:
+                if key in row:
+                    gauge.add_metric([row["name"]], float(row[key]))
             yield gauge
         running = GaugeMetricFamily(
             "varmq_queue_oldest_running_age_seconds",

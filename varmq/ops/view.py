@@ -64,6 +64,8 @@ COUNTERS = (
 """The counters of :class:`varmq.Metrics`, in the order they are shown."""
 COUNTS = ("waiting", "in_flight", "delayed", "dead", "oldest_age")
 """The counts of a queue, as :class:`varmq.contract.protocols.QueueStats` names them."""
+RATE_COUNTS = ("rate_window_used", "throttled")
+"""What the stats of a queue with a ``rate_limit`` add (``varmq.contract.protocols.RateStats``)."""
 
 
 # -- workers ----------------------------------------------------------------------------------
@@ -196,7 +198,8 @@ def stats_row(name: str, queue: Any, kind: str | None = None) -> QueueRow:
     except Exception as exc:
         return _down(name, kind, f"{type(exc).__name__}: {exc}")
     counts = {k: stats[k] for k in COUNTS}
-    return {"name": name, "kind": kind, **counts, "reachable": True, "error": None}
+    rate = {k: stats[k] for k in RATE_COUNTS if k in stats}  # a queue with a rate_limit
+    return {"name": name, "kind": kind, **counts, **rate, "reachable": True, "error": None}
 
 
 def _down(name: str, kind: str | None, error: str) -> QueueRow:
