@@ -179,14 +179,20 @@ def _free_port() -> int:
         return port
 
 
+@pytest.mark.parametrize(("host", "listens_on"), [(None, "127.0.0.1"), ("0.0.0.0", "0.0.0.0")])
 def test_metrics_are_served_on_loopback_unless_metrics_host_says_otherwise(
-    tmp_path: Path,
+    tmp_path: Path, host: str | None, listens_on: str
 ) -> None:
     pytest.importorskip("prometheus_client")
     (tmp_path / "svc_jobs.py").write_text(_MODULE)
     port = _free_port()
+    chosen = [] if host is None else ["--metrics-host", host]
     process = subprocess.Popen(
-        [sys.executable, "-m", "varmq", "worker", "svc_jobs:worker", "--metrics-port", str(port)],
+        [
+            sys.executable,
+            *("-m", "varmq", "worker", "svc_jobs:worker", "--metrics-port", str(port)),
+            *chosen,
+        ],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -197,13 +203,13 @@ def test_metrics_are_served_on_loopback_unless_metrics_host_says_otherwise(
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
             assert b"varmq_jobs_completed_total" in answer.read()
         listening = [c for c in _listening_sockets() if c[1] == port]
-        assert listening and all(address == "127.0.0.1" for address, _ in listening), listening
+        assert listening and all(address == listens_on for address, _ in listening), listening
         process.terminate()
         _, err = process.communicate(timeout=30)
     finally:
         process.kill()
     [line] = [line for line in err.splitlines() if "varmq: starting" in line]
-    assert f"metrics on 127.0.0.1:{port}" in line
+    assert f"metrics on {listens_on}:{port}" in line
 
 
 def _listening_sockets() -> list[tuple[str, int]]:
