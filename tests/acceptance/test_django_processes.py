@@ -83,6 +83,8 @@ for name, rid in ids.items():
         "finished": result.finished_at is not None,
         "ran_after": (result.started_at - result.enqueued_at).total_seconds(),
     }
+import asyncio
+seen["read_async"] = str(asyncio.run(backend.aget_result(ids["add"])).status)
 print("RESULT " + json.dumps(seen))
 """
 
@@ -152,5 +154,6 @@ def test_a_django_project_enqueues_runs_and_reads_results_across_processes(
     later = seen["later"]
     assert later["value"] == 42 and later["ran_after"] >= 3.0 - 0.01
     assert seen["rolled_back"] == "missing"
+    assert seen["read_async"] == "SUCCESSFUL"  # aget_result, from a coroutine
     # One consumer thread, the three notes added while no worker ran: highest priority first.
     assert notes.read_text().split() == ["high", "mid", "low"]
