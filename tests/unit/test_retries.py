@@ -341,3 +341,22 @@ def test_a_queue_retry_policy_must_be_a_retry() -> None:
     worker = varmq.new_worker(lambda job: None, auto_run=False)
     with pytest.raises(TypeError, match=r"varmq\.Retry"):
         worker.bind_queue(retry=3)  # type: ignore[arg-type]
+
+
+def test_a_storage_worker_with_its_own_retry_ahead_is_not_idle(workers) -> None:
+    # The retry waits in the storage (a nack with a delay), not in the worker: until it ran,
+    # wait_until_idle must not answer, as it does not for an in-memory queue's retry.
+    storage = MemoryStorage()  # the real clock
+    attempts: list[int] = []
+
+    def fails_once(job: varmq.Job[Any]) -> None:
+        attempts.append(job.attempt)
+        if job.attempt == 1:
+            raise ValueError("first run fails")
+
+    worker = varmq.new_worker(fails_once, retry=varmq.Retry(max_attempts=2, backoff=0.3))
+    workers.append(worker)
+    handle = worker.with_persistent_queue(storage.new_queue("retried"))
+    assert handle.add("x")
+    assert worker.wait_until_idle(WAIT)
+    assert attempts == [1, 2]

@@ -234,6 +234,14 @@ class StorageSource(Source):
         """Jobs waiting in the storage; raises when the storage cannot answer."""
         return len(self.storage)
 
+    def waiting(self) -> int:
+        """Jobs waiting to start: in the storage, taken and not started, and those this
+        process delayed or handed back for a retry that are not due yet (as an in-memory
+        queue counts its delayed jobs: a worker with a retry ahead is not idle)."""
+        with self._due_lock:
+            later = len(self._due)
+        return self.length() + self.buffered + later
+
     # -- leases (varmq.sources.leases) ------------------------------------------------------
 
     def cancelled_here(self, job_id: str) -> None:
