@@ -10,6 +10,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -317,3 +318,27 @@ def test_json_log_lines_of_a_job_name_its_queue_job_attempt_task_and_span(traced
     assert inside["span_id"] == format(span_id, "016x")
     assert failed["level"] == "WARNING"
     assert "ValueError: card declined" in failed["exception"]
+
+
+def test_every_run_a_timeout_settles_ends_its_span_however_soon_it_comes(traced: Traced) -> None:
+    # The timer may settle a run the moment it is watched: the span must exist by then.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # hand the GIL around often: the gap, if any, shows
+    try:
+        ran = threading.Semaphore(0)
+
+        def slow(job: varmq.Job[int]) -> None:
+            time.sleep(0.001)
+            ran.release()
+
+        worker = varmq.new_worker(slow, 4, timeout=1e-4)
+        queue = worker.bind_queue()
+        jobs = [queue.add(i) for i in range(300)]
+        for _ in range(300):
+            assert ran.acquire(timeout=WAIT)
+        assert worker.wait(WAIT)
+    finally:
+        sys.setswitchinterval(previous)
+    label = f"process {job_queue(worker)}"
+    assert poll_until(lambda: len(traced.named(label)) == 300, WAIT), len(traced.named(label))
+    assert all(j is not None and (j._extra is None or j._extra.attempt is None) for j in jobs)

@@ -185,6 +185,10 @@ class ThreadRunner:
         timeout = self._timeout if extra is None or extra.timeout is None else extra.timeout
         watch = None
         cancellable = source.cancellable
+        # Observed from before the watch: the timer may settle the run (a timeout, a cancel)
+        # from the moment it is watched, and ends the observed attempt when it does.
+        observer = observe.OBSERVER
+        attempt = None if observer is None else tracing.begin_attempt(observer, source.label, job)
         if timeout is not None:
             watch = self._timer().watch(source, job, timeout)
         elif cancellable:
@@ -199,11 +203,11 @@ class ThreadRunner:
             )
             and self._timer().cancel(source, job, running=False)
         ):
+            if attempt is not None:
+                attempt.detach()  # the timer's cancel ended it
             return None
         dispatch = self._dispatch
         started = dispatch.run_started(source, job) if dispatch.metrics.observing else 0.0
-        observer = observe.OBSERVER
-        attempt = None if observer is None else tracing.begin_attempt(observer, source.label, job)
         current = CURRENT_JOB.set(job)  # varmq.current_job(); ~0.1 us with its reset
         try:
             value = self._fn(job)
