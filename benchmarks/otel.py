@@ -30,9 +30,11 @@ questions, each answered with ratios measured in one process and one run:
    against the same rows not instrumented; ``instrument()`` / ``uninstrument()`` between the
    runs, which alternate. ``tp`` is an SDK ``TracerProvider`` whose exporter discards what it
    gets (and counts it) behind a ``BatchSpanProcessor`` (defaults: a queue of 2,048 spans, so
-   spans made faster than the export thread takes them are dropped, as in production), and
-   again behind a ``SimpleSpanProcessor`` (export in the thread that ended the span). Target:
-   an instrumented drain at least 0.7x the drain not instrumented.
+   spans made faster than the export thread takes them are dropped, as in production), again
+   behind a ``SimpleSpanProcessor`` (export in the thread that ended the span), and for the
+   drains with an ``ALWAYS_OFF`` sampler (what is left when nothing is recorded). These rows
+   run a fifth of ``-n`` in memory and half of ``--sqlite-n``. Target: an instrumented drain
+   at least 0.7x the drain not instrumented.
 
 ``--profile`` runs an instrumented in-memory drain under cProfile (every thread) and gives the
 tracing functions' time per job; ``--breakdown`` times the observer's calls and their parts per
@@ -571,7 +573,7 @@ def _child(root: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def compare(old_root: Path, args: argparse.Namespace) -> None:
     """``--pairs`` pairs of child runs, old and new tree alternating which goes first."""
-    trees = {"old": old_root.resolve(), "new": ROOT}
+    trees = {"old": old_root.resolve(), "new": (args.new_root or ROOT).resolve()}
     results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
     started = uptime()
     for p in range(args.pairs):
@@ -808,6 +810,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--compare", type=Path, metavar="OLD_ROOT", help="the off part, old tree against this"
+    )
+    parser.add_argument(
+        "--new-root", type=Path, metavar="ROOT", help="the new tree for --compare (this one)"
     )
     parser.add_argument("--pairs", type=int, default=3, help="process pairs for --compare (3)")
     parser.add_argument("--profile", action="store_true", help="cProfile an instrumented drain")
