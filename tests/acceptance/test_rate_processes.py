@@ -21,9 +21,10 @@ COUNT, SECONDS = 10, 0.5
 """The limit: 10 starts in any half second."""
 JOBS = 60
 CONSUMERS = 3
-SLACK = 0.05
-"""A start is counted at its take and logged when its function begins, a moment later (a thread
-to wake, a busy machine): windows this much shorter are checked."""
+SLACK = 0.15
+"""A start is counted at its take and logged when its function begins, later by a thread's
+wake-up, more on a busy machine: windows this much shorter are checked (the conformance suite
+checks the window exactly, on a fake clock)."""
 
 
 @pytest.fixture(params=STORES)

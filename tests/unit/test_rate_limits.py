@@ -15,6 +15,8 @@ from tests.support.windows import most_in_any_window
 from varmq.testing import MemoryStorage
 
 WAIT = 10.0
+SLACK = 0.1
+"""Seconds between a start's take and its function's first line that a loaded machine may add."""
 
 
 def test_a_worker_keeps_to_the_window_and_sleeps_until_it_opens() -> None:
@@ -45,9 +47,11 @@ def test_a_worker_keeps_to_the_window_and_sleeps_until_it_opens() -> None:
             assert done.acquire(timeout=WAIT)
     finally:
         worker.stop()
-    # Never more than 4 in any 0.25 s (the store counts a start at its take, a moment before
-    # the function: a little slack for the thread that runs it).
-    assert most_in_any_window(starts, 0.25 - 0.02) <= 4
+    # Never more than 4 in any 0.25 s. The store counts a start at its take and the function
+    # logs it when its thread runs it, up to a scheduling delay later on a busy machine (the
+    # parallel pass runs four test processes on two cores): windows 0.1 s shorter are checked
+    # here; the conformance suite checks the window exactly, on a fake clock.
+    assert most_in_any_window(starts, 0.25 - SLACK) <= 4
     # The limit is used: 20 jobs at 4 per 0.25 s take about 1 s, not much more.
     assert starts[-1] - starts[0] < 1.0 + 1.0
     # Asleep while the window is full, not polling: about one take per window.
@@ -98,7 +102,7 @@ def test_an_in_memory_queue_keeps_to_its_window_too(prioritised: bool) -> None:
         assert row["rate_window_used"] <= 4
     finally:
         worker.stop()
-    assert most_in_any_window(starts, 0.25 - 0.02) <= 4
+    assert most_in_any_window(starts, 0.25 - SLACK) <= 4
     assert starts[-1] - starts[0] < 1.0 + 1.0
 
 
