@@ -52,6 +52,7 @@ from .api.worker import (
 from .api.worker import ErrorHandler as ErrorHandler
 from .contract.protocols import IDistributedPriorityQueue, IDistributedQueue
 from .contract.topic_names import OnFull as OnFull
+from .contract.workers import WorkerInfo as WorkerInfo
 from .model.errors import AcknowledgeJobError as AcknowledgeJobError
 from .model.errors import (
     EnqueueError,

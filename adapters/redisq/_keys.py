@@ -14,6 +14,7 @@ __all__ = [
     "REGISTRY",
     "TOPIC_CHANNEL_PREFIX",
     "TOPIC_KEYS",
+    "WORKER_KEYS",
     "QueueKeys",
     "escape_name",
     "queue_keys",
@@ -109,6 +110,15 @@ TOPIC_KEYS = (
     f"{PREFIX}:{{topics}}:published",
     f"{PREFIX}:{{topics}}:message_ids",
 )
+# --- worker records (redisq/_workers.py and workers.lua) -------------------------------------
+
+# The records of the workers of every process using this Redis, sharing the hash tag {workers}:
+# one Redis Cluster slot. KEYS[] order of workers.lua.
+WORKER_KEYS = (
+    f"{PREFIX}:{{workers}}:records",
+    f"{PREFIX}:{{workers}}:expiry",
+)
+
 # Live subscribers' channels: one per topic name, "redisq:topic:<name>" (pub/sub channels
 # belong to no slot; a pattern subscription filters them by the pattern's leading words).
 TOPIC_CHANNEL_PREFIX = f"{PREFIX}:topic:"

@@ -38,6 +38,7 @@ from ._adds import MAX_BATCH, ROUNDS, AddCommand, Sender, Triple
 from ._aio import AsyncAdds, threads
 from ._keys import queue_keys
 from ._script import FAILED, ScriptRunner
+from ._workers import WorkerRegistry
 
 if TYPE_CHECKING:
     from ._pubsub import Listener
@@ -65,6 +66,8 @@ class _StoredQueue:
 
     KIND: str = FIFO
     NOTIFIES: ClassVar[bool] = False  # whether enqueues publish "enqueued" on the channel
+    #: The worker records of the Redis (``IHasWorkerRegistry``), set by the opener.
+    worker_registry: WorkerRegistry
 
     def __init__(
         self, name: str, runner: ScriptRunner, listener: Listener, settings: QueueSettings

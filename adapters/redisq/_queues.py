@@ -20,6 +20,7 @@ from redis.retry import Retry
 from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
 from varmq.contract.rules import QueueOptions, check_name, queue_settings
 from varmq.contract.stored_settings import encode, settle
+from varmq.contract.workers import WorkerInfo, worker_infos
 
 from ._distributed import DistributedPriorityQueue, DistributedQueue
 from ._health import Health
@@ -29,6 +30,7 @@ from ._pubsub import Listener
 from ._queue import PRIORITY, PriorityQueue, Queue, _StoredQueue
 from ._script import FAILED, Client, ScriptRunner
 from ._topics import Topics
+from ._workers import WorkerRegistry
 from .errors import FAILURES, EvictionPolicyError, RedisUnavailableError
 
 if TYPE_CHECKING:
@@ -266,6 +268,7 @@ class Queues:
         self._health = Health(where)
         self._runner = ScriptRunner(client, self._health, clock)
         self._listener = Listener(client, self._health, subscribe_seconds)
+        self._workers = WorkerRegistry(client, self._health, clock)  # of every process
         # Set once the eviction policy was checked (or the check is off); read without the
         # lock: two threads opening the first queues at once both check, which is harmless.
         self._eviction_checked = not check_eviction
@@ -361,6 +364,13 @@ class Queues:
             self._topics.append(topics)
         return topics
 
+    def workers(self) -> list[WorkerInfo]:
+        """Every worker, of any process, consuming a queue of this Redis: living ones first,
+        then those gone (killed, or cut off) for less than an hour, with ``alive=False``;
+        decided on the server's clock. :class:`RedisUnavailableError` when Redis cannot be
+        reached; ``[]`` once closed."""
+        return worker_infos(self._workers.worker_records())
+
     def close(self) -> None:
         """Close every queue opened here, stop the pub/sub thread, and close a client we made.
 
@@ -378,6 +388,7 @@ class Queues:
             opened.close()
         self._listener.close()
         self._runner.closed = True
+        self._workers.closed = True
         if self._owns_client:
             self._client.close()
 
@@ -405,6 +416,7 @@ class Queues:
             )
         self._register(name, kind)
         queue = cls(name, self._runner, self._listener, settle(subject, options, offered, stored))
+        queue.worker_registry = self._workers
         with self._lock:
             closed = self._closed
             if not closed:

@@ -43,6 +43,7 @@ from ._rates import RateWindow
 from ._records import Outcome, RecordStore
 from ._retention import DONE, keep_within
 from ._watch import Watcher
+from ._workers import WorkerRegistry
 from ._writer import Add, Writer
 from .errors import ClosedError
 
@@ -58,6 +59,9 @@ def subject_of(db: Database, name: str) -> str:
 
 class StoredQueue:
     """What FIFO and priority queues share; the kinds differ only in ``enqueue``'s shape."""
+
+    #: The worker records of the file (``IHasWorkerRegistry``), set by the opener.
+    worker_registry: WorkerRegistry
 
     def __init__(
         self,

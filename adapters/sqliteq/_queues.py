@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from varmq.contract.protocols import DEFAULT_TOPIC_DEDUP_TTL
 from varmq.contract.rules import check_name
 from varmq.contract.stored_settings import encode
+from varmq.contract.workers import WorkerInfo, worker_infos
 
 from . import _schema, _sql
 from ._clock import Clock, host_lease_clock, wall_clock_ms
@@ -22,6 +23,7 @@ from ._queue import StoredQueue, subject_of
 from ._records import RecordStore
 from ._topics import Topics
 from ._watch import Watcher
+from ._workers import WorkerRegistry
 from ._writer import Writer
 from .errors import QueueKindError, QueueNotFoundError, SqliteqError
 
@@ -189,6 +191,7 @@ class Queues:
     def __init__(self, db: Database, busy_timeout: float) -> None:
         self._db = db
         self._writer = Writer(db)  # the adds: group commit, and the thread for coroutines
+        self._workers = WorkerRegistry(db)  # the records of the workers of every process
         query = read_only_query(db.path) if db.read_only else ""
         self._watcher = Watcher(
             db.path, busy_timeout, uri_query=query, on_tick=db.check_file, bell=not db.read_only
@@ -275,6 +278,15 @@ class Queues:
         one day; 0: only while its copies are stored)."""
         return Topics(self._db, dedup_ttl)
 
+    def workers(self) -> list[WorkerInfo]:
+        """Every worker, of any process, consuming a queue of this file: living ones first,
+        then those gone (killed, or cut off) for less than an hour, with ``alive=False``.
+
+        Raises :class:`~sqliteq.errors.StorageUnavailableError` if the file cannot be read and
+        :class:`~sqliteq.errors.ClosedError` once closed.
+        """
+        return worker_infos(self._workers.worker_records())
+
     def close(self) -> None:
         """Store the adds already handed to the writer thread, stop the threads and close the
         file. Idempotent."""
@@ -303,9 +315,11 @@ class Queues:
         db, watcher = self._db, self._watcher
         records = RecordStore(db, watcher, name, subject, settings)
         dead = DeadLetterShelf(db, name, subject, settings, records)
-        return cls(
+        queue = cls(
             db, name, settings, watcher=watcher, writer=self._writer, records=records, dead=dead
         )
+        queue.worker_registry = self._workers
+        return queue
 
     def _register(self, name: str, kind: str, offer: str | None) -> tuple[str, str | None]:
         """Record that ``name`` is a queue of ``kind`` unless it is one already, and store the

@@ -22,6 +22,7 @@ from ..model.jobs import EnqueuedJob
 from ..model.retry import Retry
 from ..sources.base import CancelRunning, Decode, Report, SourceSettings
 from ..sources.memory import MemorySource
+from ..sources.registration import WorkerRecords
 from ..sources.storage import StorageSource
 from ..sources.topic import TopicSource
 from ..topics.topics import Topics
@@ -54,6 +55,7 @@ class Binder(Generic[H, G]):
         thread_name: str,
         cancel_running: CancelRunning | None = None,
         outcomes: str = "",
+        worker_records: WorkerRecords | None = None,
     ) -> None:
         self._dispatch = dispatch
         self.producer = producer
@@ -68,6 +70,8 @@ class Binder(Generic[H, G]):
         # What the worker kind's handles give back ("", "errs", "results"): err and result
         # workers bind only storage that keeps records, and result workers keep their values.
         self._outcomes = outcomes
+        # The worker's records in the stores of its storage queues (sources.registration).
+        self._worker_records = worker_records
         #: Every handle made, in bind order (what ``worker.schedule`` uses without ``queue=``).
         self.handles: list[Any] = []
 
@@ -217,5 +221,7 @@ class Binder(Generic[H, G]):
         if distributed:
             storage.subscribe(source.heard)
         dispatch.add_source(source)
+        if self._worker_records is not None:
+            source.keep_worker_record(self._worker_records)
         self._wake_timer()  # storage is polled and leases renewed while the worker runs
         return source

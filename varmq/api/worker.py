@@ -42,6 +42,7 @@ from ..model.states import State, Status
 from ..model.strategy import Strategy
 from ..model.tracing import task_of
 from ..sources.base import Source
+from ..sources.registration import WorkerRecords
 from .binder import Binder
 from .binding import MemoryBinding, StorageBinding
 from .handles import JobMaker, Producer, no_id
@@ -224,6 +225,8 @@ class BaseWorker(MemoryBinding[T, H, G]):
         producer = Producer(
             job_id_generator or no_id, payload_encoder, self._dispatch, self._wake_timer
         )
+        # Its records in the stores of its storage queues, seen by store.workers() anywhere.
+        self._worker_records = WorkerRecords(self._name, self._record_counts)
         self._binder: Binder[H, G] = Binder(
             dispatch=self._dispatch,
             producer=producer,
@@ -237,6 +240,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
             thread_name=f"varmq:{label}",
             cancel_running=self._cancel_running,
             outcomes=self._group_wants,
+            worker_records=self._worker_records,
         )
         if auto_run:
             self.start()
@@ -306,15 +310,22 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._timer.stop()
         for source in self._dispatch.sources:
             source.worker_stopped()
-        if self._on_shutdown is not None and not self._shutdown_hook_held:
+        hook = None if self._shutdown_hook_held else self._on_shutdown
+        records = self._worker_records.stopping()  # their removal is owed
+        if hook is not None or records:
             # Not under the lock, and not in a thread that runs jobs: a thread of its own.
             self._hook_running = True
             threading.Thread(
                 target=self._run_shutdown_hook,
-                args=(self._on_shutdown,),
+                args=(hook, records),
                 name=f"varmq:{self._label}:shutdown",
                 daemon=True,
             ).start()
+
+    def _record_counts(self) -> tuple[int, int, int, int]:
+        """What its records in stores say: concurrency, running, completed, failed."""
+        metrics = self._dispatch.metrics
+        return self.num_concurrency, self.num_processing, metrics.completed, metrics.failed
 
     def _hold_shutdown_hook(self) -> Callable[[], object] | None:
         """For :func:`varmq.run`: ``on_shutdown`` no longer runs when this worker stops; the
@@ -323,9 +334,13 @@ class BaseWorker(MemoryBinding[T, H, G]):
         self._shutdown_hook_held = True
         return self._on_shutdown
 
-    def _run_shutdown_hook(self, hook: Callable[[], object]) -> None:
+    def _run_shutdown_hook(self, hook: Callable[[], object] | None, records: bool = False) -> None:
+        """Remove the worker's records from stores (``records``), then run ``hook``."""
         try:
-            hook()
+            if records:
+                self._worker_records.remove_all()
+            if hook is not None:
+                hook()
         except Exception as exc:
             log.exception("varmq: the on_shutdown hook of worker %s raised", self._label)
             self._report(exc)
@@ -362,6 +377,7 @@ class BaseWorker(MemoryBinding[T, H, G]):
             dispatch.start_locked()
             self._stopped_at = None
             timed = dispatch.needs_timer()
+        self._worker_records.started()
         dispatch.spawn_pending()
         if timed or self._timer.schedules():
             self._timer.start()

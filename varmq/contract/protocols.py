@@ -289,6 +289,17 @@ Topics (on the store: ``IStorageTopics``, ``ILiveTopics``)
     own, counts the reconnection in ``reconnects``, and adds to ``missed`` an upper bound of
     the publishes it may have missed meanwhile.
 
+Workers seen from anywhere
+    A worker bound to a storage queue keeps one record in the queue's store, reached through
+    the queue's ``worker_registry`` (:class:`IHasWorkerRegistry`; every queue of one store
+    gives the same registry). ``register_worker(worker_id, record, expires_after)`` stores the
+    worker's record (JSON bytes, :mod:`varmq.contract.workers`), or replaces it: a refresh is a
+    registration again. The store stamps ``last_seen`` with its own clock at each one and
+    keeps ``started_at`` from the first; the record shows its worker as gone
+    (``alive=False``) once ``expires_after`` seconds passed on that clock without one, and is
+    dropped :data:`~varmq.contract.workers.GONE_KEPT` seconds later. ``remove_worker`` ends it
+    at once (a clean stop); ``worker_records()`` lists them (:class:`StoredWorkerRecord`).
+
 Every method may be called from any thread.
 """
 
@@ -340,6 +351,7 @@ __all__ = [
     "IPriorityQueue",
     "IQueue",
     "IQueueStats",
+    "IHasWorkerRegistry",
     "IRecordSubscribable",
     "IStorageTopics",
     "ISubscribable",
@@ -348,6 +360,8 @@ __all__ = [
     "QueueStats",
     "RateStats",
     "StoredJobRecord",
+    "IWorkerRegistry",
+    "StoredWorkerRecord",
 ]
 
 # The limits and defaults every storage shares (see "Arguments and options" above);
@@ -973,4 +987,46 @@ class ILiveTopics(Protocol):
         block_timeout: float | None = None,
     ) -> ILiveSubscription:
         """A live subscription to every name ``pattern`` matches, published by any process."""
+        ...
+
+
+class StoredWorkerRecord(TypedDict):
+    """One worker's record as a store lists it (:meth:`IWorkerRegistry.worker_records`)."""
+
+    #: The id the worker registered with.
+    id: str
+    #: The bytes it registered, as given (its JSON object: :mod:`varmq.contract.workers`).
+    record: bytes
+    #: Unix seconds on the store's clock: its first registration, and its latest one.
+    started_at: float
+    last_seen: float
+    #: ``False`` once ``expires_after`` seconds passed on the store's clock since ``last_seen``.
+    alive: bool
+
+
+@runtime_checkable
+class IWorkerRegistry(Protocol):
+    """A store's records of the workers consuming its queues: see "Workers seen from anywhere"
+    above."""
+
+    def register_worker(self, worker_id: str, record: bytes, expires_after: float) -> None:
+        """Store (or replace) the record of ``worker_id``, seen now; gone after
+        ``expires_after`` seconds without another registration."""
+
+    def remove_worker(self, worker_id: str) -> bool:
+        """Delete the record of ``worker_id``; whether there was one."""
+        ...
+
+    def worker_records(self) -> list[StoredWorkerRecord]:
+        """Every record kept: living workers, and gone ones for a while."""
+        ...
+
+
+@runtime_checkable
+class IHasWorkerRegistry(Protocol):
+    """A storage queue whose store keeps worker records."""
+
+    @property
+    def worker_registry(self) -> IWorkerRegistry:
+        """The registry of the queue's store (the same object for every queue of it)."""
         ...

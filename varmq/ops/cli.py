@@ -51,6 +51,8 @@ from .view import (
 from .worker_command import STORE_UNAVAILABLE as STORE_UNAVAILABLE
 from .worker_command import _load_workers as _load_workers
 from .worker_command import cmd_worker
+from .worker_records import HEADER as WORKER_HEADER
+from .worker_records import worker_rows
 
 __all__ = ["main"]
 
@@ -264,6 +266,21 @@ def _clip(text: str, width: int) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
+def cmd_workers(args: argparse.Namespace, out: TextIO) -> int:
+    with open_store(args.url, read_only=True) as store:
+        where = location(store, args.url)
+        if not callable(getattr(store, "workers", None)):
+            raise CliError(f"varmq: {where} does not list workers (its adapter has no workers())")
+        infos = store.workers()
+    if args.json:
+        out.write(json.dumps([info.as_dict() for info in infos], indent=2) + "\n")
+    elif infos:
+        _table(WORKER_HEADER, worker_rows(infos), out)
+    else:
+        out.write(printable(f"no workers in {where}") + "\n")
+    return 0
+
+
 def cmd_requeue_dead(args: argparse.Namespace, out: TextIO) -> int:
     if args.all == bool(args.keys):
         raise CliError("varmq: requeue-dead needs either --all or dead-letter KEYs (not both)")
@@ -312,7 +329,15 @@ def _positive_int(text: str) -> int:
 
 # The commands that open a store, with how many positionals they need after URL; options that
 # take a value (to count positionals right).
-_AFTER_URL = {"stats": 0, "watch": 0, "dead": 1, "job": 2, "requeue-dead": 1, "purge": 1}
+_AFTER_URL = {
+    "stats": 0,
+    "watch": 0,
+    "workers": 0,
+    "dead": 1,
+    "job": 2,
+    "requeue-dead": 1,
+    "purge": 1,
+}
 _VALUED = {"--interval", "--count", "--limit", "--url-file"}
 URL_VARIABLE = "VARMQ_URL"
 """The environment variable a store URL is read from when the command line gives none."""
@@ -466,6 +491,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes (2)")
     p.add_argument("--count", type=_positive_int, help="stop after N refreshes")
     p.set_defaults(run=cmd_watch)
+
+    p = sub.add_parser("workers", help="the workers of every process consuming the store's queues")
+    _url_arguments(p)
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=cmd_workers)
 
     p = sub.add_parser("dead", help="list a queue's dead letters, oldest first")
     _url_arguments(p)

@@ -77,7 +77,13 @@ def openapi(prefix: str = "") -> dict[str, Any]:
     paths = {
         "/health": {"get": health},
         "/openapi.json": {"get": _operation("This description", "OpenAPI 3.1")},
-        "/workers": {"get": _operation("Every worker's summary", "a list")},
+        "/workers": {
+            "get": _operation(
+                "Every served worker's summary, then the records of the other workers (any "
+                "process) that the stores of their storage queues keep",
+                "a list",
+            )
+        },
         "/workers/{name}": {
             "get": _operation("One worker, with its metrics", "the worker", 404, params=[_NAME])
         },

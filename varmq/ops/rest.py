@@ -49,6 +49,7 @@ from .view import (
     worker_metrics,
     worker_summary,
 )
+from .worker_records import other_workers
 
 __all__ = ["asgi_app", "wsgi_app"]
 
@@ -222,7 +223,8 @@ class _Router:
 
     def _list_workers(self) -> _Response:
         workers = find_workers(self._workers)
-        return _Response(200, [worker_summary(n, w) for n, w in workers.items()])
+        served = [worker_summary(n, w) for n, w in workers.items()]
+        return _Response(200, served + other_workers(workers))
 
     def _worker(self, name: str) -> _Response:
         worker = find_workers(self._workers).get(name)

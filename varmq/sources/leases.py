@@ -152,6 +152,9 @@ class Leases:
         #: What else the renewal thread does, set by the source: its running jobs' progress
         #: writes (varmq.sources.progress), given the time; when they are due next.
         self.progress_due: Callable[[float], float | None] | None = None
+        #: The worker's record in the queue's store (varmq.sources.registration), refreshed
+        #: every few seconds, given the time; when it is due next (None: the worker stopped).
+        self.registration_due: Callable[[float], float | None] | None = None
         #: The acknowledgements of the queue's jobs (sent at once, or with the rest of a take).
         self.acks = Acknowledgements(
             storage,
@@ -288,10 +291,13 @@ class Leases:
 
     def _round(self, now: float) -> float | None:
         """The renewal thread's work: held acknowledgements whose hold ran out, then leases,
-        then progress writes; when to come back (``None``: nothing is held)."""
+        then progress writes and the worker's record; when to come back (``None``: nothing is
+        held)."""
         due = [self.acks.send_held(now), self._renew(time.monotonic())]
         if self.progress_due is not None:
             due.append(self.progress_due(time.monotonic()))
+        if self.registration_due is not None:
+            due.append(self.registration_due(time.monotonic()))
         return min((at for at in due if at is not None), default=None)
 
     def _renew(self, now: float) -> float | None:

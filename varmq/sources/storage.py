@@ -65,6 +65,7 @@ from ..model.retry import Outcome, after_failure, failure_text
 from .base import Source, SourceSettings, Step
 from .leases import Leases, StorageJob
 from .progress import ProgressWrites
+from .registration import WorkerRecords
 
 __all__ = ["StorageSource"]
 
@@ -143,6 +144,15 @@ class StorageSource(Source):
                 storage, label=self.label, holds=self._leases.holds, poke=self._leases.poke
             )
             self._leases.progress_due = self._progress.send_due
+
+    def keep_worker_record(self, records: WorkerRecords) -> None:
+        """Have the renewal thread also keep the worker's record in this queue's store
+        (:mod:`varmq.sources.registration`), when the store keeps worker records."""
+        name = str(getattr(self.storage, "name", self.label))
+        due = records.bound(self.storage, name, self._leases.poke)
+        self._leases.registration_due = due
+        if due is not None and records.active:
+            self._leases.poke(0.0)
 
     # -- selection ---------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 Private to ``varmq.testing``: ``conformance`` re-exports the public names, and each part of the
 suite (``conformance``, ``conformance_retries``, ``conformance_checks``, ``conformance_worker``,
-``conformance_records``, ``conformance_progress``, ``conformance_leases``, ``conformance_topics``)
+``conformance_records``, ``conformance_progress``, ``conformance_leases``, ``conformance_topics``,
+``conformance_workers``)
 subclasses :class:`SuiteBase` and imports the helpers from here. Needs pytest.
 """
 
@@ -22,6 +23,7 @@ from varmq.contract.protocols import (
     IDeadLetterable,
     IDedupQueue,
     IDelayedEnqueue,
+    IHasWorkerRegistry,
     IJobProgress,
     IJobRecords,
     ILeaseExtendable,
@@ -72,6 +74,9 @@ RATE_EXTENSIONS: tuple[type, ...] = (IRateLimited,)
 TOPIC_EXTENSIONS: tuple[type, ...] = (IStorageTopics, ILiveTopics)
 """The protocols of a store's topics (``store.topics()``; tests in ``conformance_topics``).
 The store claims them, not its queues. ``ILiveTopics`` needs ``IStorageTopics``."""
+WORKER_EXTENSIONS: tuple[type, ...] = (IHasWorkerRegistry,)
+"""The records a store keeps of the workers consuming its queues (``store.workers()``; tests in
+``conformance_workers``). Not in ``DEFAULT_EXTENSIONS``."""
 ALL_EXTENSIONS: tuple[type, ...] = (
     *DEFAULT_EXTENSIONS,
     ICapacitySetter,
@@ -80,6 +85,7 @@ ALL_EXTENSIONS: tuple[type, ...] = (
     *PROGRESS_EXTENSIONS,
     *RATE_EXTENSIONS,
     *TOPIC_EXTENSIONS,
+    *WORKER_EXTENSIONS,
 )
 """Every optional protocol the suite knows how to test."""
 

@@ -51,7 +51,9 @@ shares), ``WorkerConformance`` (``conformance_worker``: the worker on this stora
 records, for a storage that claims ``IJobProgress``, in ``PROGRESS_EXTENSIONS``).
 ``SettingsConformance`` (``conformance_settings``: the settings stored with a queue, shared by
 its openers). ``TopicConformance`` (``conformance_topics``: the store's topics, bindings and live
-subscribers). ``AsyncConformance`` (``conformance_async``: ``enqueue_async`` and its forms, for
+subscribers). ``WorkerRecordConformance`` (``conformance_workers``: the records a store keeps of
+the workers consuming its queues, ``WORKER_EXTENSIONS``). ``AsyncConformance``
+(``conformance_async``: ``enqueue_async`` and its forms, for
 a storage that claims ``IAsyncEnqueue``; add ``ASYNC_EXTENSIONS`` to ``extensions``).
 """
 
@@ -89,6 +91,7 @@ from varmq.testing._suite import (
     RETRY_EXTENSIONS,
     TOPIC_EXTENSIONS,
     WAIT,
+    WORKER_EXTENSIONS,
     SuiteBase,
     drain,
     fresh_name,
@@ -106,6 +109,7 @@ from varmq.testing.conformance_retries import RetryConformance
 from varmq.testing.conformance_settings import SettingsConformance
 from varmq.testing.conformance_topics import TopicConformance
 from varmq.testing.conformance_worker import WorkerConformance
+from varmq.testing.conformance_workers import WorkerRecordConformance
 from varmq.testing.harness import QueueKind, QueuesHarness, StorageHarness
 
 __all__ = [
@@ -116,6 +120,7 @@ __all__ = [
     "RECORD_EXTENSIONS",
     "RETRY_EXTENSIONS",
     "TOPIC_EXTENSIONS",
+    "WORKER_EXTENSIONS",
     "BaseConformance",
     "QueueConformance",
     "QueueKind",
@@ -727,5 +732,6 @@ class QueueConformance(
     RateConformance,
     SettingsConformance,
     TopicConformance,
+    WorkerRecordConformance,
 ):
     """The whole suite; subclass it with a ``Test*`` name and implement ``make_harness``."""

@@ -81,9 +81,11 @@ from varmq.contract.rules import (
     payload,
     queue_settings,
 )
+from varmq.contract.workers import WorkerInfo, worker_infos
 from varmq.testing._records import Record, RecordBook
 from varmq.testing.faults import Faults
 from varmq.testing.storage_topics import ReferenceTopics, TopicState, disconnected
+from varmq.testing.storage_workers import ReferenceWorkerRegistry
 
 __all__ = [
     "DEAD_LETTER_LIMIT",
@@ -221,6 +223,8 @@ class MemoryStorage:
         self._seq = itertools.count()
         self._opened: list[_QueueBase | ReferenceTopics] = []
         self._topics = TopicState()  # bindings and live subscribers (storage_topics)
+        #: The records of the workers consuming its queues (storage_workers).
+        self.worker_registry = ReferenceWorkerRegistry(self._wall)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {len(self._named)} queues>"
@@ -287,6 +291,11 @@ class MemoryStorage:
         with self._lock:
             self._opened.append(topics)
         return topics
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every worker consuming a queue of this storage, living ones first, then those gone
+        for less than an hour (``alive=False``)."""
+        return worker_infos(self.worker_registry.worker_records())
 
     def disconnect_subscribers(self) -> contextlib.AbstractContextManager[None]:
         """Take the live topic subscribers' connection away inside the ``with`` block: they
@@ -383,6 +392,11 @@ class _QueueBase:
     def name(self) -> str:
         """The queue's name in its storage."""
         return self._named.name
+
+    @property
+    def worker_registry(self) -> ReferenceWorkerRegistry:
+        """The records of the workers of the storage (``IHasWorkerRegistry``)."""
+        return self._storage.worker_registry
 
     @property
     def lease_seconds(self) -> float:
