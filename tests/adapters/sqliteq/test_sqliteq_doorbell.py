@@ -130,6 +130,14 @@ def test_a_stopped_consumer_with_a_full_socket_never_blocks_producers(
 ) -> None:
     path = new_file(tmp_path)
     consumer, started = listen(path, consumers)
+    # Stopped between writes: a process stopped inside a write transaction holds the file's
+    # write lock (SQLite's, for every process), and a new worker's first write is its record
+    # in the store (store.workers()), made just after it starts.
+    with sqliteq.new(path) as look:
+        deadline = time.monotonic() + WAIT
+        while not look.workers():
+            assert time.monotonic() < deadline, "the consumer's worker never registered"
+            time.sleep(0.01)  # no event crosses the process boundary: poll its record
     consumer.send_signal(signal.SIGSTOP)  # reads nothing: its socket buffer fills up
     count = 500
 
