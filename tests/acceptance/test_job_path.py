@@ -20,7 +20,8 @@ def test_a_job_passes_through_few_files_and_none_that_it_does_not_need() -> None
     unneeded = ("adapters/sqliteq/_records.py", "adapters/sqliteq/_dead.py", "varmq/api/")
     assert not [f for f in consumer if f.startswith(unneeded)], consumer
     assert len(producer) <= 11, producer
-    assert len(consumer) <= 14, consumer
-    # The renewal thread renews and nothing else; the worker thread takes, runs and acks.
-    assert "varmq/sources/leases.py" in found["renewal"]
+    assert len(consumer) <= 15, consumer
+    # The renewal thread renews leases and refreshes the worker's record in the store
+    # (store.workers()); the worker thread takes, runs and acks.
+    assert {"varmq/sources/leases.py", "varmq/sources/registration.py"} <= set(found["renewal"])
     assert {"varmq/engine/thread_runner.py", "varmq/sources/storage.py"} <= set(found["worker"])
